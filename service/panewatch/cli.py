@@ -1,0 +1,178 @@
+"""The ``panewatch`` command: classify captures, explain a verdict, serve, wait, run the lab."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import fixtures as fixture_files
+from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
+from .screen import Screen
+from .tail import strip_tail
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def _store(extra_dir: str | None) -> ManifestStore:
+    store = ManifestStore.from_dirs(bundled_manifest_dir(), extra_dir)
+    for err in store.errors.values():
+        print(f"panewatch: manifest refused: {err}", file=sys.stderr)
+    return store
+
+
+def _manifest(store: ManifestStore, agent: str) -> CompiledManifest:
+    manifest = store.get(agent)
+    if manifest is None:
+        known = ", ".join(store.agents()) or "none"
+        raise CliError(f"unknown agent {agent!r} (known: {known})")
+    return manifest
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def render(data: bytes, rows: int, cols: int) -> Screen:
+    """A fresh screen of this size after ``data``."""
+    screen = Screen(rows, cols)
+    screen.feed(data)
+    return screen
+
+
+def _add_screen_args(p: argparse.ArgumentParser, many: bool) -> None:
+    p.add_argument("--agent", default="claude", help="manifest to classify with (default: claude)")
+    p.add_argument("--rows", type=int, default=32, help="terminal rows (default 32)")
+    p.add_argument("--cols", type=int, default=120, help="terminal columns (default 120)")
+    p.add_argument("--manifests", metavar="DIR", help="extra manifest folder, overriding the bundled ones")
+    if many:
+        p.add_argument("files", nargs="+", metavar="FILE", help="raw PTY capture(s)")
+    else:
+        p.add_argument("file", metavar="FILE", help="raw PTY capture")
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    manifest = _manifest(_store(args.manifests), args.agent)
+    results = []
+    for path in args.files:
+        screen = render(_read(path), args.rows, args.cols)
+        verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
+        results.append({"file": path, "state": verdict.state, "rule": verdict.rule})
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False, indent=2))
+    else:
+        for r in results:
+            print(f"{r['file']} {r['state']} {r['rule'] or '-'}")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    manifest = _manifest(_store(args.manifests), args.agent)
+    screen = render(_read(args.file), args.rows, args.cols)
+    lines = screen.lines()
+    width = args.cols
+    print(f"screen {args.rows}x{args.cols}  cursor {screen.cursor.row},{screen.cursor.col}"
+          f"  title {screen.title!r}")
+    print("┌" + "─" * width + "┐")
+    for line in lines:
+        print("│" + line.ljust(width)[:width] + "│")
+    print("└" + "─" * width + "┘")
+    verdict = manifest.classify(lines, screen.title, screen.cursor.row)
+    print(f"agent {manifest.agent} (manifest {manifest.manifest.version}, {manifest.path})")
+    for i, trace in enumerate(manifest.explain(lines, screen.title, screen.cursor.row), 1):
+        mark = "MATCH" if trace.matched else "no   "
+        print(f"{i:2}. {mark} {trace.state:<8} {trace.name}  [{trace.region}]  {trace.reason}")
+        for ev in trace.evidence:
+            print(f"           matched: {ev!r}")
+    print(f"verdict: {verdict.state} ({verdict.rule or 'no rule'}): {verdict.why}")
+    return 0
+
+
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    root = Path(args.dir) if args.dir else fixture_files.default_root()
+    folders = fixture_files.find_folders(root)
+    if not folders:
+        raise CliError(f"no fixture folder (with {fixture_files.TRUTH_FILE}) under {root}")
+    store = _store(args.manifests)
+    total = tail_ok = screen_ok = 0
+    rows_out = []
+    for folder in folders:
+        for fx in fixture_files.load_folder(folder):
+            manifest = _manifest(store, fx.agent)
+            data = fx.read()
+            screen = render(data, fx.truth.rows, fx.truth.cols)
+            on_screen = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
+            on_tail = manifest.classify(strip_tail(data))
+            total += 1
+            tail_ok += on_tail.state == fx.truth.state
+            screen_ok += on_screen.state == fx.truth.state
+            rows_out.append((str(fx.path.relative_to(root)), fx.truth.state, on_tail.state, on_screen.state,
+                             on_screen.rule or "-"))
+    name_w = max(len(r[0]) for r in rows_out)
+    print(f"{'fixture':<{name_w}}  truth    last 8 KB, stripped   emulated screen  rule")
+    for name, truth, tail, scr, rule in rows_out:
+        t = f"{tail}{'' if tail == truth else '  ✗'}"
+        s = f"{scr}{'' if scr == truth else '  ✗'}"
+        print(f"{name:<{name_w}}  {truth:<8} {t:<21} {s:<16} {rule}")
+    print(f"correct: tail {tail_ok}/{total}, screen {screen_ok}/{total}")
+    return 0 if screen_ok == total else 1
+
+
+def cmd_lab(args: argparse.Namespace, rest: list[str]) -> int:
+    from .lab.cli import main as lab_main
+
+    return lab_main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="panewatch", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("classify", help="classify raw PTY captures: FILE STATE RULE")
+    _add_screen_args(p, many=True)
+    p.add_argument("--json", action="store_true", help="print a JSON array of {file, state, rule}")
+    p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser("explain", help="show the emulated screen and every rule's outcome")
+    _add_screen_args(p, many=False)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("fixtures", help="truth vs byte-tail vs emulated-screen verdicts for fixture folders")
+    p.add_argument("dir", nargs="?", help="fixture folder or root (default: the bundled fixtures/)")
+    p.add_argument("--manifests", metavar="DIR", help="extra manifest folder")
+    p.set_defaults(func=cmd_fixtures)
+
+    p = sub.add_parser("lab", help="mock model API, fake agent, captures, evaluation", add_help=False)
+    p.set_defaults(func=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "lab":
+        return cmd_lab(argparse.Namespace(), argv[1:])
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"panewatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ManifestError as exc:
+        print(f"panewatch: manifest refused: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,443 @@
+"""The emulated screen of one pane: pyte, plus the fixes real agent output needs.
+
+Classification reads what a user would *see*, so this module turns raw PTY bytes into the
+visible rows of a terminal. pyte 0.8.2 does most of the work; this wrapper contains its
+measured defects (see the research notes) so that nothing an agent prints is lost:
+
+* a CSI with extra parameters (``CSI 1;2 G``) raised ``TypeError`` out of ``feed()``;
+* a zero-width character (VS16, ZWJ) dropped the rest of a text run;
+* DCS/APC/PM/SOS strings, ``CSI <``/``CSI =``/``CSI >`` sequences and colon SGR were drawn as text;
+* OSC codes other than 0/1/2 were misread (``OSC 22`` became a title);
+* there was no alternate screen, and ``CSI 3 J`` erased the visible screen;
+* queries (cursor position, device attributes, modes, colours) went unanswered.
+
+The service *is* the terminal its agents talk to, so queries are answered through ``reply``
+the way xterm answers them, whether or not a browser is watching.
+"""
+
+from __future__ import annotations
+
+import codecs
+import inspect
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pyte
+from pyte import modes as pyte_modes
+from wcwidth import wcwidth
+
+ESC = "\x1b"
+
+#: Answers to device-attribute queries, as xterm (patch 388, VT420 level) gives them.
+DA1_REPLY = "\x1b[?64;1;2;6;9;15;18;21;22c"
+DA2_REPLY = "\x1b[>41;388;0c"
+XTVERSION_REPLY = "\x1bP>|XTerm(388)\x1b\\"
+#: Default colours reported for OSC 10/11/12 queries (light grey on black, like xterm -rv).
+OSC_COLOURS = {"10": "rgb:d0d0/d0d0/d0d0", "11": "rgb:0000/0000/0000", "12": "rgb:d0d0/d0d0/d0d0"}
+
+ALT_SCREEN_MODES = {47 << 5, 1047 << 5, 1049 << 5}
+SYNC_OUTPUT_MODE = 2026 << 5
+
+#: Longest OSC body kept (titles); longer bodies (OSC 52 clipboard, images) are skipped.
+OSC_KEEP = 4096
+
+# The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
+# (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
+_SPECIAL = re.compile(
+    r"""
+    \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
+  | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
+  | \x1b\[ (?P<sgr_params>[0-9;]*:[0-9;:]*) m
+  | \x1b\[ (?P<csi_x_params>[0-9;]*) (?P<csi_x_final>[STbstu])
+  | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
+  | \x1b (?P<str_intro>[P_^X])
+  | \x1b\] (?P<osc_open>)
+    """,
+    re.VERBOSE,
+)
+
+#: An escape sequence cut off at the end of a chunk; it is held back until the next feed.
+_INCOMPLETE = re.compile(r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*)?\Z")
+
+#: End of a DCS/APC/PM/SOS/OSC string.
+_STRING_END = re.compile(r"\x07|\x1b\\")
+
+
+@lru_cache(maxsize=4096)
+def _breaks_pyte(ch: str) -> bool:
+    """True for a code point that makes pyte's ``draw`` abandon the rest of a run."""
+    return wcwidth(ch) <= 0 and not unicodedata.combining(ch)
+
+
+def _drop_zero_width(data: str) -> str:
+    """Remove VS16, ZWJ, C1 controls and the like, which pyte cannot draw without losing text."""
+    bad = [ch for ch in set(data) if not ch.isascii() and _breaks_pyte(ch)]
+    if not bad:
+        return data
+    return data.translate(dict.fromkeys(map(ord, bad)))
+
+
+def _colon_sgr(params: str) -> str:
+    """Rewrite colon sub-parameters (``38:2::r:g:b``, ``4:3``) into what pyte understands."""
+    out: list[str] = []
+    for part in params.split(";"):
+        if ":" not in part:
+            out.append(part)
+            continue
+        fields = part.split(":")
+        head = fields[0]
+        if head in ("38", "48") and len(fields) >= 3 and fields[1] == "2":
+            rgb = [f for f in fields[2:] if f != ""][-3:]
+            if len(rgb) == 3:
+                out.append(";".join([head, "2", *rgb]))
+        elif head in ("38", "48") and len(fields) >= 3 and fields[1] == "5":
+            out.append(f"{head};5;{fields[2] or 0}")
+        elif head == "58":
+            continue  # underline colour: pyte has no slot for it
+        else:
+            out.append(head)  # e.g. 4:3 (curly underline) -> 4
+    return ";".join(out)
+
+
+class _PaneScreen(pyte.Screen):
+    """pyte's screen with tolerant CSI handlers, an alternate screen and answered queries."""
+
+    def __init__(self, columns: int, lines: int, reply: Callable[[str], None]) -> None:
+        self._reply = reply
+        self._saved_main: tuple[Any, ...] | None = None
+        self._last_char = " "
+        super().__init__(columns, lines)
+
+    # -- queries -------------------------------------------------------------------------
+    def write_process_input(self, data: str) -> None:
+        self._reply(data)
+
+    def report_device_attributes(self, mode: int = 0, *_: int, **kwargs: Any) -> None:
+        if mode == 0 and not kwargs.get("private"):
+            self._reply(DA1_REPLY)
+
+    # -- text ----------------------------------------------------------------------------
+    def draw(self, data: str) -> None:
+        if not data.isascii():
+            data = _drop_zero_width(data)
+        if data:
+            self._last_char = data[-1]
+            super().draw(data)
+
+    def repeat_last(self, count: int = 1, *_: int) -> None:
+        """REP (``CSI n b``): xterm repeats the last graphic character."""
+        self.draw(self._last_char * max(1, min(count or 1, self.columns * self.lines)))
+
+    # -- scrolling -----------------------------------------------------------------------
+    def scroll_up(self, count: int = 1, *_: int) -> None:
+        """SU (``CSI n S``): content moves up inside the margins."""
+        top, bottom = (self.margins.top, self.margins.bottom) if self.margins else (0, self.lines - 1)
+        saved = (self.cursor.x, self.cursor.y)
+        for _n in range(max(1, min(count or 1, self.lines))):
+            self.cursor.y = bottom
+            self.index()
+        self.cursor.x, self.cursor.y = saved
+        self.dirty.update(range(top, bottom + 1))
+
+    def scroll_down(self, count: int = 1, *_: int) -> None:
+        """SD (``CSI n T``): content moves down inside the margins."""
+        top = self.margins.top if self.margins else 0
+        saved = (self.cursor.x, self.cursor.y)
+        for _n in range(max(1, min(count or 1, self.lines))):
+            self.cursor.y = top
+            self.reverse_index()
+        self.cursor.x, self.cursor.y = saved
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        if how == 3:
+            return  # xterm: ED 3 erases the scrollback only, which a pane does not keep
+        super().erase_in_display(how, *args, **kwargs)
+
+    # -- alternate screen ----------------------------------------------------------------
+    def set_mode(self, *modes: int, **kwargs: Any) -> None:
+        private = kwargs.get("private", False)
+        wanted = {m << 5 for m in modes} if private else set()
+        if wanted & ALT_SCREEN_MODES and self._saved_main is None:
+            if 1049 << 5 in wanted:
+                self.save_cursor()
+            self._saved_main = (
+                {y: dict(row) for y, row in self.buffer.items()},
+                (self.cursor.x, self.cursor.y, self.cursor.attrs),
+                self.margins,
+            )
+            super().set_mode(*modes, **kwargs)
+            self.erase_in_display(2)
+            return
+        super().set_mode(*modes, **kwargs)
+
+    def reset_mode(self, *modes: int, **kwargs: Any) -> None:
+        private = kwargs.get("private", False)
+        wanted = {m << 5 for m in modes} if private else set()
+        super().reset_mode(*modes, **kwargs)
+        if wanted & ALT_SCREEN_MODES and self._saved_main is not None:
+            rows, (x, y, attrs), margins = self._saved_main
+            self._saved_main = None
+            self.buffer.clear()
+            for row_y, row in rows.items():
+                if row_y < self.lines:
+                    line = self.buffer[row_y]
+                    for col, char in row.items():
+                        if col < self.columns:
+                            line[col] = char
+            self.cursor.x, self.cursor.y, self.cursor.attrs = min(x, self.columns - 1), min(y, self.lines - 1), attrs
+            self.margins = margins
+            if 1049 << 5 in wanted:
+                self.restore_cursor()
+            self.dirty.update(range(self.lines))
+
+    @property
+    def alternate(self) -> bool:
+        return self._saved_main is not None
+
+
+def _tolerant(name: str) -> Callable[..., None]:
+    """Wrap a pyte CSI handler so extra parameters and a stray ``private`` are ignored."""
+    method = getattr(_PaneScreen, name)
+    sig = inspect.signature(method)
+    positional = [
+        p for p in list(sig.parameters.values())[1:]
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
+    takes_kwargs = "private" in sig.parameters or any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    limit = None if varargs else len(positional)
+
+    def handler(self: _PaneScreen, *params: int, **kwargs: Any) -> None:
+        if limit is not None:
+            params = params[:limit]
+        if not takes_kwargs:
+            kwargs = {}
+        method(self, *params, **kwargs)
+
+    handler.__name__ = name
+    handler.__doc__ = method.__doc__
+    return handler
+
+
+for _name in set(pyte.Stream.csi.values()):
+    setattr(_PaneScreen, _name, _tolerant(_name))
+
+
+class _PaneStream(pyte.Stream):
+    """pyte's parser, with the CSI finals pyte lacks routed to the screen."""
+
+    csi = {**pyte.Stream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_last"}
+
+
+@dataclass(frozen=True)
+class Cursor:
+    row: int
+    col: int
+    hidden: bool
+
+
+class Screen:
+    """What a terminal of ``rows`` x ``cols`` shows after the bytes fed so far.
+
+    ``feed`` never raises. ``lines()``/``text()`` are the visible rows only, never scrollback:
+    an answered prompt that scrolled away must not read as blocked forever.
+    """
+
+    def __init__(self, rows: int = 32, cols: int = 120, reply: Callable[[bytes], None] | None = None) -> None:
+        self.rows, self.cols = rows, cols
+        self._reply_bytes = reply
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._screen = _PaneScreen(cols, rows, self._reply)
+        self._stream = _PaneStream(self._screen)
+        self._carry = ""
+        self._in_string: str | None = None  # 'P', '_', '^', 'X' or ']' while inside a string
+        self._osc_body = ""
+        #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
+        self.seq = 0
+        self.title = ""
+        self.errors = 0
+
+    # -- input -----------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Feed raw PTY bytes. UTF-8 split across chunks is reassembled; nothing raises."""
+        if not data:
+            return
+        self.seq += 1
+        text = self._decoder.decode(data)
+        self.feed_text(text)
+
+    def feed_text(self, text: str) -> None:
+        """Feed already-decoded text (used by ``feed`` and by transcript replays)."""
+        if self._carry:
+            text, self._carry = self._carry + text, ""
+        if self._in_string is not None:
+            text = self._skip_string(text)
+        if not text:
+            return
+        if ESC in text:
+            tail = _INCOMPLETE.search(text)
+            if tail:
+                text, self._carry = text[: tail.start()], text[tail.start():]
+            self._process(text)
+        else:
+            self._pyte(text)
+
+    def _pyte(self, text: str) -> None:
+        if text:
+            try:
+                self._stream.feed(text)
+            except Exception:  # pragma: no cover - a pyte defect not yet contained
+                self.errors += 1
+
+    def _process(self, text: str) -> None:
+        """Feed pyte in order, acting on the sequences it mishandles as they come.
+
+        In order, so that a cursor-position query answers where the cursor is at that point.
+        """
+        pos = 0
+        while True:
+            m = _SPECIAL.search(text, pos)
+            if m is None:
+                self._pyte(text[pos:])
+                return
+            self._pyte(text[pos: m.start()])
+            pos = m.end()
+            kind = m.lastgroup
+            if kind == "csi_p_final":
+                self._private_csi(m["csi_prefix"], m["csi_p_params"], m["csi_p_inter"], m["csi_p_final"])
+            elif kind == "csi_i_final":
+                self._intermediate_csi(bool(m["csi_q"]), m["csi_i_params"], m["csi_i_inter"], m["csi_i_final"])
+            elif kind == "sgr_params":
+                self._pyte(f"\x1b[{_colon_sgr(m['sgr_params'])}m")
+            elif kind == "csi_x_final":
+                self._pyte(self._extra_csi(m["csi_x_params"], m["csi_x_final"]))
+            elif kind == "osc":
+                self._osc(m["osc"])
+            else:  # the start of a DCS/APC/PM/SOS string, or of an OSC cut off by the chunk end
+                self._in_string = m["str_intro"] or "]"
+                self._osc_body = ""
+                text, pos = self._skip_string(text[pos:]), 0
+                if self._in_string is not None:
+                    return
+
+    def _skip_string(self, text: str) -> str:
+        """Consume the body of a DCS/APC/PM/SOS/OSC string; return what follows it."""
+        m = _STRING_END.search(text)
+        if m is None:
+            if text.endswith(ESC):  # maybe the first half of ESC \
+                self._carry = ESC
+                text = text[:-1]
+            if self._in_string == "]" and len(self._osc_body) < OSC_KEEP:
+                self._osc_body += text[: OSC_KEEP - len(self._osc_body)]
+            return ""
+        if self._in_string == "]":
+            self._osc(self._osc_body + text[: m.start()])
+        self._in_string = None
+        self._osc_body = ""
+        return text[m.end():]
+
+    def _private_csi(self, prefix: str, params: str, inter: str, final: str) -> None:
+        if prefix == ">" and final == "c" and not inter and params in ("", "0"):
+            self._reply(DA2_REPLY)
+        elif prefix == ">" and final == "q" and not inter:
+            self._reply(XTVERSION_REPLY)
+        # CSI < u, CSI = u, CSI > 4;2 m (XTMODKEYS), kitty keyboard pushes ...: no visible effect
+
+    def _intermediate_csi(self, private: bool, params: str, inter: str, final: str) -> None:
+        if inter == "$" and final == "p":  # DECRQM: report whether a mode is set
+            try:
+                mode = int(params.split(";")[0] or 0)
+            except ValueError:
+                return
+            code = mode << 5 if private else mode
+            known = private and mode in (1, 6, 7, 25, 47, 1000, 1002, 1004, 1006, 1047, 1049, 2004, 2026)
+            state = (1 if code in self._screen.mode else 2) if known else 0
+            self._reply(f"\x1b[{'?' if private else ''}{mode};{state}$y")
+        # DECSCUSR (CSI n SP q), DECSTR (CSI ! p) ...: nothing to show
+
+    def _extra_csi(self, params: str, final: str) -> str:
+        """CSI finals pyte ignores or misreads: scrolling, REP, SCOSC/SCORC, XTWINOPS."""
+        if final == "s" and not params:
+            self._screen.save_cursor()
+            return ""
+        if final == "u" and not params:
+            self._screen.restore_cursor()
+            return ""
+        if final == "t":
+            first = params.split(";")[0]
+            if first == "18":
+                self._reply(f"\x1b[8;{self.rows};{self.cols}t")
+            elif first == "14":
+                self._reply(f"\x1b[4;{self.rows * 16};{self.cols * 8}t")
+            return ""
+        if final in "STb":
+            return f"\x1b[{params.split(';')[0]}{final}"
+        return ""
+
+    def _osc(self, body: str) -> None:
+        code, _, arg = body.partition(";")
+        if code in ("0", "2"):
+            self.title = arg
+        elif code in OSC_COLOURS and arg == "?":
+            self._reply(f"\x1b]{code};{OSC_COLOURS[code]}\x1b\\")
+        # OSC 8 hyperlinks, OSC 9/777 notifications, OSC 52, OSC 133 ...: nothing to draw
+
+    def _reply(self, data: str) -> None:
+        if self._reply_bytes is not None:
+            try:
+                self._reply_bytes(data.encode())
+            except Exception:
+                self.errors += 1
+
+    # -- output ----------------------------------------------------------------------------
+    def lines(self) -> list[str]:
+        """The visible rows, right-stripped (wide characters occupy their first cell)."""
+        buf = self._screen.buffer
+        cols = range(self.cols)
+        out = []
+        for y in range(self.rows):
+            if y in buf:
+                row = buf[y]
+                out.append("".join(row[x].data for x in cols).rstrip())
+            else:
+                out.append("")
+        return out
+
+    def text(self) -> str:
+        """The visible rows joined by newlines."""
+        return "\n".join(self.lines())
+
+    @property
+    def cursor(self) -> Cursor:
+        c = self._screen.cursor
+        return Cursor(row=c.y, col=c.x, hidden=c.hidden)
+
+    @property
+    def alternate(self) -> bool:
+        """True while the program shows its alternate screen."""
+        return self._screen.alternate
+
+    @property
+    def mid_frame(self) -> bool:
+        """True between ``ESC[?2026h`` and ``ESC[?2026l``: a repaint is in progress."""
+        return SYNC_OUTPUT_MODE in self._screen.mode
+
+    def mode(self, number: int, private: bool = True) -> bool:
+        """Whether a terminal mode is set (``mode(2004)`` is bracketed paste)."""
+        return (number << 5 if private else number) in self._screen.mode
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Change the size; content is kept top-left as xterm does."""
+        self.seq += 1
+        self.rows, self.cols = rows, cols
+        self._screen.resize(lines=rows, columns=cols)
+
+
+# pyte exposes its modes under names; keep the ones callers check close at hand.
+BRACKETED_PASTE = 2004
+FOCUS_EVENTS = 1004
+assert pyte_modes.DECTCEM == 25 << 5
