@@ -305,7 +305,8 @@ def parse_manifest(path: Path, source: str | None = None) -> Manifest:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
         m = _TOML_LINE.search(str(exc))
-        raise ManifestError(path, f"TOML syntax: {exc}", line=int(m.group(1)) if m else None) from None
+        line = int(m.group(1)) if m else (len(source.splitlines()) if "end of document" in str(exc) else None)
+        raise ManifestError(path, f"TOML syntax: {exc}", line=line) from None
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
