@@ -127,6 +127,25 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     return 0 if screen_ok == total else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    flags = {k: getattr(args, k) for k in ("host", "port", "token", "sweep_ms", "mode", "manifests", "config")}
+    try:
+        from .config import load_settings
+
+        settings = load_settings(**flags)
+    except ValueError as exc:
+        raise CliError(f"bad configuration: {exc}") from None
+    return serve(settings)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from .client import wait_for_state
+
+    return wait_for_state(args.session, args.until, timeout=args.timeout, url=args.url, token=args.token)
+
+
 def cmd_lab(args: argparse.Namespace, rest: list[str]) -> int:
     from .lab.cli import main as lab_main
 
@@ -150,6 +169,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="fixture folder or root (default: the bundled fixtures/)")
     p.add_argument("--manifests", metavar="DIR", help="extra manifest folder")
     p.set_defaults(func=cmd_fixtures)
+
+    p = sub.add_parser("serve", help="run the service (HTTP, WebSockets, dashboard)")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
+    p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN, else a random one, printed)")
+    p.add_argument("--sweep-ms", type=int, dest="sweep_ms", help="classification sweep interval (default 700)")
+    p.add_argument("--mode", choices=["sweep", "change"], help="sweep (default) or change-driven classification")
+    p.add_argument("--manifests", metavar="DIR", help="extra manifest folder, overriding the bundled ones")
+    p.add_argument("--config", metavar="FILE", help="TOML file with any option (see README)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("wait", help="wait until a session reaches a state (exit 0), or time out (exit 1)")
+    p.add_argument("session", help="session id")
+    p.add_argument("--until", required=True, choices=["blocked", "idle", "working", "exited"])
+    p.add_argument("--timeout", type=float, default=None, help="seconds (default: wait forever)")
+    p.add_argument("--url", help="service URL (default: $PANEWATCH_URL or http://127.0.0.1:8765)")
+    p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN)")
+    p.set_defaults(func=cmd_wait)
 
     p = sub.add_parser("lab", help="mock model API, fake agent, captures, evaluation", add_help=False)
     p.set_defaults(func=None)

@@ -91,6 +91,8 @@ class Manifest(BaseModel):
     command: list[str] = []
     #: Which hook integration the launcher may add (``claude``: ``--settings`` hooks).
     hooks: Literal["claude"] | None = None
+    #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
+    option_keys: str = Field(default="{n}", pattern=r"\{n\}")
     rules: Annotated[list[Rule], Field(default=[])]
 
     @model_validator(mode="after")

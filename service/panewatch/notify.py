@@ -1,0 +1,159 @@
+"""Notifications when a pane starts waiting for its user, without spamming them.
+
+Sent on entering ``blocked`` and on ``working`` -> ``idle``; at most one per session and
+state per cooldown (30 s): a prompt that redraws blocked -> working -> blocked must not ring
+twice. Sinks: in-process subscribers (the API's WebSockets), a webhook, a shell command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("panewatch.notify")
+
+COOLDOWN_S = 30.0
+MESSAGES_FILE = Path(__file__).with_name("messages.toml")
+
+
+@dataclass(frozen=True)
+class Notification:
+    session: str
+    name: str
+    agent: str
+    state: str
+    prev: str
+    source: str
+    rule: str | None
+    why: str
+    title: str
+    body: str
+    at: float  # wall clock
+
+    def as_env(self) -> dict[str, str]:
+        return {f"PANEWATCH_{k.upper()}": "" if v is None else str(v) for k, v in asdict(self).items()}
+
+
+def load_messages(path: Path = MESSAGES_FILE) -> dict[str, dict[str, str]]:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+class _Safe(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+class Notifier:
+    """Decides whether a transition deserves a notification and fans it out to the sinks."""
+
+    def __init__(
+        self,
+        *,
+        cooldown: float = COOLDOWN_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        webhook: str | None = None,
+        command: str | None = None,
+        messages: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        self.cooldown = cooldown
+        self.clock = clock
+        self.wall = wall
+        self.webhook = webhook
+        self.command = command
+        self.messages = messages if messages is not None else load_messages()
+        self._last: dict[tuple[str, str], float] = {}
+        self._subscribers: list[Callable[[Notification], None]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.sent = 0
+        self._client: httpx.AsyncClient | None = None
+
+    def subscribe(self, callback: Callable[[Notification], None]) -> Callable[[], None]:
+        """Call ``callback`` for every notification; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    @staticmethod
+    def wanted(prev: str | None, state: str) -> bool:
+        """Entering blocked, or a turn that ended (working -> idle)."""
+        return (state == "blocked" and prev != "blocked") or (prev == "working" and state == "idle")
+
+    def on_transition(self, *, session: str, name: str, agent: str, prev: str | None, state: str,
+                      source: str, rule: str | None, why: str) -> Notification | None:
+        """Record a state change; return the notification if one was sent."""
+        if not self.wanted(prev, state):
+            return None
+        now = self.clock()
+        key = (session, state)
+        last = self._last.get(key)
+        if last is not None and now - last < self.cooldown:
+            return None
+        self._last[key] = now
+        fields = _Safe(name=name, agent=agent, state=state, prev=prev or "", why=why, source=source)
+        wording = self.messages.get(state, {})
+        note = Notification(
+            session=session, name=name, agent=agent, state=state, prev=prev or "", source=source, rule=rule,
+            why=why, title=wording.get("title", "{name}: {state}").format_map(fields),
+            body=wording.get("body", "{why}").format_map(fields), at=self.wall(),
+        )
+        self.sent += 1
+        for callback in list(self._subscribers):
+            try:
+                callback(note)
+            except Exception:
+                log.exception("notification subscriber failed")
+        if self.webhook:
+            self._spawn(self._post(note))
+        if self.command:
+            self._spawn(self._run(note))
+        return note
+
+    def forget(self, session: str) -> None:
+        for key in [k for k in self._last if k[0] == session]:
+            del self._last[key]
+
+    def _spawn(self, coro: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:
+            coro.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _post(self, note: Notification) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=5.0)
+        try:
+            await self._client.post(self.webhook, json=asdict(note))  # type: ignore[arg-type]
+        except httpx.HTTPError as exc:
+            log.warning("webhook %s failed: %s", self.webhook, exc)
+
+    async def _run(self, note: Notification) -> None:
+        try:
+            proc = await asyncio.create_subprocess_shell(
+                self.command,  # type: ignore[arg-type]
+                env={**os.environ, **note.as_env()},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            await asyncio.wait_for(proc.wait(), 30)
+        except (OSError, asyncio.TimeoutError) as exc:
+            log.warning("notification command failed: %s", exc)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._client is not None:
+            await self._client.aclose()

@@ -1,0 +1,242 @@
+"""A child process in a pseudo-terminal, driven from the asyncio event loop.
+
+Output is read with the loop's reader callbacks (never a thread, never a blocking read);
+writes go out non-blocking with the rest queued behind a writer callback; the child's exit is
+seen through a pidfd, not through EOF on the master: a grandchild that ignores SIGHUP keeps
+the terminal open long after the agent itself is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import signal
+import struct
+import subprocess
+import termios
+from collections.abc import Callable, Mapping, Sequence
+
+READ_SIZE = 65536
+#: Most bytes queued for a child that is not reading its input before writes are refused.
+WRITE_QUEUE_LIMIT = 1 << 20
+
+
+class SpawnError(Exception):
+    """The command could not be started (not found, not executable, bad folder)."""
+
+
+class WriteRefused(Exception):
+    """The child is not reading its terminal and too much input is already queued."""
+
+
+def _set_size(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _take_terminal() -> None:  # runs in the child between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class PtyProcess:
+    """One child in its own session with the PTY slave as its controlling terminal.
+
+    ``on_output(bytes)`` is called from the loop for every chunk read; ``on_exit(code)`` once,
+    when the child itself has exited and been reaped (negative code: killed by that signal).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        rows: int = 32,
+        cols: int = 120,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: Callable[[bytes], None],
+        on_exit: Callable[[int], None],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.loop = loop or asyncio.get_running_loop()
+        self._on_output = on_output
+        self._on_exit = on_exit
+        self.returncode: int | None = None
+        self._write_queue = bytearray()
+        self._writing = False
+        self._reading = False
+        self._master_open = False
+        master, slave = os.openpty()
+        try:
+            _set_size(master, rows, cols)
+            try:
+                self._proc = subprocess.Popen(
+                    list(argv),
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    cwd=cwd,
+                    env=dict(env) if env is not None else None,
+                    start_new_session=True,
+                    preexec_fn=_take_terminal,
+                    close_fds=True,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise SpawnError(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        self.pid = self._proc.pid
+        self.master = master
+        self._master_open = True
+        os.set_blocking(master, False)
+        self._pidfd = os.pidfd_open(self.pid)
+        self.loop.add_reader(self._pidfd, self._on_pidfd)
+        self.resume_reading()
+
+    # -- reading ---------------------------------------------------------------------------
+    def pause_reading(self) -> None:
+        """Stop reading: the child blocks once the PTY buffer is full (used under floods)."""
+        if self._reading:
+            self.loop.remove_reader(self.master)
+            self._reading = False
+
+    def resume_reading(self) -> None:
+        if not self._reading and self._master_open:
+            self.loop.add_reader(self.master, self._on_readable)
+            self._reading = True
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self.master, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: every slave fd is closed
+            data = b""
+        if not data:
+            self.pause_reading()
+            return
+        self._on_output(data)
+
+    # -- exit ------------------------------------------------------------------------------
+    def _on_pidfd(self) -> None:
+        code = self._proc.poll()
+        if code is None:
+            return
+        self.loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = -1
+        self.returncode = code
+        # drain what the child wrote just before exiting, then report
+        if self._reading:
+            for _ in range(64):
+                try:
+                    data = os.read(self.master, READ_SIZE)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self._on_output(data)
+        self._on_exit(code)
+
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Write without blocking; what does not fit now is queued behind a writer callback."""
+        if not self._master_open or not self.alive:
+            raise WriteRefused("the process has exited")
+        if len(self._write_queue) + len(data) > WRITE_QUEUE_LIMIT:
+            raise WriteRefused(f"the process is not reading its input ({len(self._write_queue)} bytes queued)")
+        self._write_queue += data
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._write_queue:
+            try:
+                n = os.write(self.master, self._write_queue)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                self._write_queue.clear()
+                break
+            del self._write_queue[:n]
+        if self._write_queue and not self._writing:
+            self.loop.add_writer(self.master, self._flush)
+            self._writing = True
+        elif not self._write_queue and self._writing:
+            self.loop.remove_writer(self.master)
+            self._writing = False
+
+    @property
+    def pending_input(self) -> int:
+        return len(self._write_queue)
+
+    # -- control ---------------------------------------------------------------------------
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the terminal size; the kernel sends SIGWINCH to the foreground process group."""
+        if self._master_open:
+            _set_size(self.master, rows, cols)
+
+    def foreground_pgid(self) -> int | None:
+        """The terminal's foreground process group (``tcgetpgrp`` on the master)."""
+        if not self._master_open:
+            return None
+        try:
+            return os.tcgetpgrp(self.master)
+        except OSError:
+            return None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the child's process group and to the terminal's foreground group."""
+        groups = {self.pid}
+        fg = self.foreground_pgid()
+        if fg and fg > 0:
+            groups.add(fg)
+        for pgid in groups:
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    async def terminate(self, grace: float = 2.0) -> int | None:
+        """SIGHUP, then SIGKILL after ``grace`` seconds; returns the exit code."""
+        if self.alive:
+            self.signal(signal.SIGHUP)
+            self.signal(signal.SIGCONT)
+            deadline = self.loop.time() + grace
+            while self.alive and self.loop.time() < deadline:
+                await asyncio.sleep(0.02)
+            if self.alive:
+                self.signal(signal.SIGKILL)
+                while self.alive:
+                    await asyncio.sleep(0.01)
+        return self.returncode
+
+    def close(self) -> None:
+        """Release the master and the pidfd (the child must have exited, or be left to init)."""
+        if self._reading:
+            self.pause_reading()
+        if self._writing:
+            self.loop.remove_writer(self.master)
+            self._writing = False
+        if self._master_open:
+            os.close(self.master)
+            self._master_open = False
+        if self._pidfd >= 0:
+            self.loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+            if self._proc.poll() is None:
+                # still running after close: reap it in the background when it goes
+                asyncio.ensure_future(self._reap_later())
+
+    async def _reap_later(self) -> None:
+        while self._proc.poll() is None:
+            await asyncio.sleep(0.5)

@@ -1,0 +1,65 @@
+"""Running the service: uvicorn on the configured address, a login URL printed like Jupyter's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import uvicorn
+
+from .api import create_app
+from .auth import new_token
+from .config import Settings
+from .logs import setup_logging
+
+log = logging.getLogger("panewatch")
+
+
+def login_url(host: str, port: int, token: str) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/?token={token}"
+
+
+async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    """Serve until cancelled or signalled; ``settings.port`` 0 binds a free port."""
+    generated = settings.token is None
+    if generated:
+        settings = settings.model_copy(update={"token": new_token()})
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            ws_ping_interval=20, lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    task = asyncio.ensure_future(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if task.done():
+        await task
+        raise SystemExit(f"panewatch: could not listen on {settings.host}:{settings.port}")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    if not settings.public_url:
+        app.state.runtime.service_url = f"http://127.0.0.1:{port}"
+    url = login_url(settings.host, port, settings.token or "")
+    print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
+    print(f"Open the dashboard: {url}" if generated else
+          f"Open the dashboard: {login_url(settings.host, port, '<your PANEWATCH_TOKEN>')}", flush=True)
+    if ready is not None:
+        ready.set()
+    await task
+
+
+def serve(settings: Settings) -> int:
+    setup_logging(json_lines=settings.log_json)
+    try:
+        asyncio.run(run(settings))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(serve(Settings()))
