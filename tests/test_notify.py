@@ -1,0 +1,131 @@
+"""Notifications: which transitions ring, the 30 s cooldown, and each sink for real."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from panewatch.notify import Notifier
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def transition(n: Notifier, prev: str | None, state: str, session: str = "s1"):
+    return n.on_transition(session=session, name="pane", agent="claude", prev=prev, state=state,
+                           source="screen", rule="permission_dialog", why="a permission dialog")
+
+
+def test_only_entering_blocked_and_turn_end_notify():
+    n = Notifier(clock=Clock())
+    assert transition(n, "working", "blocked") is not None
+    assert transition(n, "blocked", "blocked") is None
+    assert transition(n, "idle", "working") is None
+    assert transition(n, "working", "idle") is not None
+    assert transition(n, "blocked", "idle", session="s2") is None  # answered "no": not a turn end
+    assert transition(n, "working", "exited") is None
+
+
+def test_redrawn_prompt_does_not_notify_twice_within_cooldown():
+    clock = Clock()
+    n = Notifier(clock=clock, cooldown=30)
+    assert transition(n, "working", "blocked")
+    clock.t += 2
+    assert transition(n, "blocked", "working") is None
+    clock.t += 1
+    assert transition(n, "working", "blocked") is None  # the same prompt redrawn
+    assert transition(n, "working", "blocked", session="other") is not None  # per session
+    clock.t += 27.5
+    assert transition(n, "working", "blocked") is not None  # 30.5 s after the first
+    assert n.sent == 3
+
+
+def test_cooldown_is_per_state():
+    clock = Clock()
+    n = Notifier(clock=clock, cooldown=30)
+    assert transition(n, "working", "blocked")
+    assert transition(n, "working", "idle")  # a different state rings at once
+    clock.t += 5
+    assert transition(n, "working", "idle") is None
+
+
+def test_wording_comes_from_the_messages_file_and_subscribers_get_it():
+    got = []
+    n = Notifier(clock=Clock())
+    unsubscribe = n.subscribe(got.append)
+    note = transition(n, "working", "blocked")
+    assert note.title == "pane needs you"
+    assert "a permission dialog" in note.body
+    assert got == [note]
+    unsubscribe()
+    transition(n, "working", "idle")
+    assert got == [note]
+
+
+async def test_command_sink_runs_with_details_in_the_environment(tmp_path):
+    out = tmp_path / "env.txt"
+    n = Notifier(clock=Clock(), command=f'env | grep ^PANEWATCH_ | sort > "{out}"')
+    transition(n, "working", "blocked")
+    for _ in range(100):
+        if out.exists() and out.stat().st_size:
+            break
+        await asyncio.sleep(0.05)
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert env["PANEWATCH_SESSION"] == "s1"
+    assert env["PANEWATCH_STATE"] == "blocked"
+    assert env["PANEWATCH_PREV"] == "working"
+    assert env["PANEWATCH_RULE"] == "permission_dialog"
+    assert env["PANEWATCH_TITLE"] == "pane needs you"
+    await n.aclose()
+
+
+async def test_webhook_sink_posts_json_to_a_real_server():
+    received: list[dict] = []
+
+    async def hook(request: Request) -> JSONResponse:
+        received.append(json.loads(await request.body()))
+        return JSONResponse({"ok": True})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
+                                           log_level="error"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        n = Notifier(clock=Clock(), webhook=f"http://127.0.0.1:{port}/hook")
+        transition(n, "working", "blocked")
+        for _ in range(100):
+            if received:
+                break
+            await asyncio.sleep(0.05)
+        assert received and received[0]["state"] == "blocked" and received[0]["session"] == "s1"
+        await n.aclose()
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+@pytest.mark.parametrize("bad", ["/nonexistent/command", "exit 3"])
+async def test_failing_command_sink_is_harmless(bad):
+    n = Notifier(clock=Clock(), command=bad)
+    assert transition(n, "working", "blocked") is not None
+    await asyncio.sleep(0.2)
+    await n.aclose()
+    assert n.sent == 1  # the notification counted, the failure only logged
