@@ -326,17 +326,20 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
 
     # -- WebSockets ------------------------------------------------------------------------
     async def ws_admit(ws: WebSocket) -> bool:
+        """Accept, then close at once with 4401/4403 if refused: a browser sees no reason for a
+        rejected handshake, but it does see a close code, and the page needs it to stop retrying."""
         presented = presented_token(ws, allow_query=True)
+        refusal = None
         if not origin_allowed(ws, settings.allowed_origins):
-            await ws.close(code=4403, reason="origin not allowed")
-            return False
-        if presented is None:
-            await ws.close(code=4401, reason="missing token")
-            return False
-        if not token_matches(presented, token):
-            await ws.close(code=4403, reason="wrong token")
-            return False
+            refusal = (4403, "origin not allowed")
+        elif presented is None:
+            refusal = (4401, "missing token")
+        elif not token_matches(presented, token):
+            refusal = (4403, "wrong token")
         await ws.accept()
+        if refusal:
+            await ws.close(code=refusal[0], reason=refusal[1])
+            return False
         return True
 
     @app.websocket("/ws/state")

@@ -1,0 +1,86 @@
+"""A real Panewatch server on loopback for tests: uvicorn in the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+import websockets
+
+from panewatch.api import create_app
+from panewatch.config import Settings
+
+TOKEN = "test-token-0123456789"
+
+
+class Live:
+    def __init__(self, app: Any, port: int) -> None:
+        self.app = app
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.ws_base = f"ws://127.0.0.1:{port}"
+        self.runtime = app.state.runtime
+        self.http = httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
+
+    def ws(self, path: str, token: str | None = TOKEN, origin: str | None = None, **kw: Any):
+        headers = {}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if origin is not None:
+            headers["Origin"] = origin
+        return websockets.connect(self.ws_base + path, additional_headers=headers, **kw)
+
+    async def create(self, **body: Any) -> dict[str, Any]:
+        r = await self.http.post("/api/sessions", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    async def wait_state(self, sid: str, state: str, timeout: float = 10.0) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            info = (await self.http.get(f"/api/sessions/{sid}")).json()
+            if info["state"] == state:
+                return info
+            if asyncio.get_running_loop().time() > deadline:
+                screen = (await self.http.get(f"/api/sessions/{sid}/screen")).json()
+                raise AssertionError(f"{sid} is {info['state']} ({info['source']} {info['rule']}), wanted {state}\n"
+                                     + "\n".join(screen["rows"]))
+            await asyncio.sleep(0.05)
+
+
+async def next_event(ws: Any, kind: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
+    """The next event of this type whose fields match."""
+    async def find() -> dict[str, Any]:
+        while True:
+            event = json.loads(await ws.recv())
+            if event.get("type") == kind and all(event.get(k) == v for k, v in match.items()):
+                return event
+    return await asyncio.wait_for(find(), timeout)
+
+
+@asynccontextmanager
+async def live_server(**overrides: Any):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    settings = Settings(token=TOKEN, port=port, sweep_ms=100, **overrides)
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            await task
+        await asyncio.sleep(0.01)
+    live = Live(app, port)
+    try:
+        yield live
+    finally:
+        await live.http.aclose()
+        server.should_exit = True
+        await task
+        sock.close()

@@ -1,0 +1,252 @@
+"""The HTTP and WebSocket API against a real uvicorn on loopback, with httpx and websockets clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import websockets
+
+from live import TOKEN, live_server, next_event
+from scripted import claude_like
+
+
+def bash(script: str) -> list[str]:
+    return ["bash", "--norc", "--noprofile", "-c", script]
+
+
+@pytest.fixture
+async def live():
+    async with live_server() as server:
+        yield server
+
+
+async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
+    async with live.ws("/ws/state") as ws:
+        snapshot = json.loads(await ws.recv())
+        assert snapshot["type"] == "snapshot" and snapshot["sessions"] == []
+        s = await live.create(agent="claude", command=bash(claude_like()), rows=12, cols=60)
+        created = await next_event(ws, "created")
+        assert created["session"]["id"] == s["id"]
+        ev = await next_event(ws, "state", session=s["id"], state="blocked")
+        assert ev["source"] == "screen" and ev["rule"] == "permission_dialog" and ev["prev"] == "working"
+        assert set(ev) >= {"session", "state", "prev", "source", "rule", "at"}
+
+        r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "hello"})
+        assert r.status_code == 409
+        assert r.json()["state"] == "blocked" and "blocked" in r.json()["detail"]
+
+        r = await live.http.post(f"/api/sessions/{s['id']}/answer", json={"option": 1})
+        assert r.status_code == 422 and "confirm" in r.text
+        r = await live.http.post(f"/api/sessions/{s['id']}/answer", json={"option": 1, "confirm": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["took"] is True and r.json()["state"] != "blocked"
+        await next_event(ws, "state", session=s["id"], state="idle", prev="working")
+        note = await next_event(ws, "notification", session=s["id"], state="idle")
+        assert "done" in note["title"]
+
+        r = await live.http.post(f"/api/sessions/{s['id']}/answer", json={"keys": "\r", "confirm": True})
+        assert r.status_code == 409 and r.json()["state"] == "idle"
+
+        r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "next"})
+        assert r.status_code == 200
+        screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
+        assert set(screen) >= {"rows", "cursor", "state", "rule"}
+        assert len(screen["rows"]) == 12
+
+
+async def test_session_lifecycle_and_views(live, tmp_path):
+    s = await live.create(command=bash("printf 'hello from %s\\r\\n' \"$PWD\"; sleep 30"), cwd=str(tmp_path),
+                          rows=10, cols=200, name="demo")
+    assert s["name"] == "demo" and s["cwd"] == str(tmp_path) and s["pid"] > 0
+    listed = (await live.http.get("/api/sessions")).json()["sessions"]
+    assert [x["id"] for x in listed] == [s["id"]]
+    info = (await live.http.get(f"/api/sessions/{s['id']}")).json()
+    for key in ("state", "since", "source", "rule", "agent", "pid", "foreground", "exit_code", "rows", "cols", "title"):
+        assert key in info
+    for _ in range(50):
+        screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
+        if screen["rows"][0]:
+            break
+        await asyncio.sleep(0.05)
+    assert screen["rows"][0] == f"hello from {tmp_path}"
+    explain = (await live.http.get(f"/api/sessions/{s['id']}/explain")).json()
+    assert explain["decision"]["state"] == info["state"] or explain["rules"] is not None
+    assert explain["rows"][0].startswith("hello from")
+
+    r = await live.http.post(f"/api/sessions/{s['id']}/resize", json={"rows": 20, "cols": 90})
+    assert r.status_code == 200 and (r.json()["rows"], r.json()["cols"]) == (20, 90)
+    r = await live.http.post(f"/api/sessions/{s['id']}/resize", json={"rows": 1, "cols": 90})
+    assert r.status_code == 422
+
+    r = await live.http.delete(f"/api/sessions/{s['id']}")
+    assert r.status_code == 200
+    assert (await live.http.get(f"/api/sessions/{s['id']}")).status_code == 404
+    assert (await live.http.delete(f"/api/sessions/{s['id']}")).status_code == 404
+
+
+async def test_bad_requests_get_a_4xx_with_a_reason_and_the_server_lives_on(live):
+    cases = [
+        ({"agent": "nobody"}, "unknown agent"),
+        ({}, "agent, a command"),
+        ({"command": []}, "command"),
+        ({"command": ["true"], "rows": 1}, "rows"),
+        ({"command": ["true"], "cwd": "/nonexistent"}, "not a folder"),
+        ({"command": ["true"], "bogus": 1}, "bogus"),
+    ]
+    for body, reason in cases:
+        r = await live.http.post("/api/sessions", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert reason in r.text, (body, r.text)
+    r = await live.http.post("/api/sessions", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    s = await live.create(command=["/nonexistent/agent"])
+    assert s["state"] == "exited" and "cannot start" in s["error"]
+    assert (await live.http.get("/healthz")).json()["ok"] is True
+    for path in ("/screen", "/explain"):
+        assert (await live.http.get(f"/api/sessions/nope{path}")).status_code == 404
+    r = await live.http.post("/api/sessions/nope/send", json={"text": "x"})
+    assert r.status_code == 404
+    r = await live.http.post("/api/sessions/nope/answer", json={"option": 1, "keys": "x", "confirm": True})
+    assert r.status_code == 422
+
+
+async def test_every_auth_failure_is_refused(live):
+    async with httpx.AsyncClient(base_url=live.url) as anon:
+        assert (await anon.get("/api/sessions")).status_code == 401
+        assert (await anon.get("/api/sessions", headers={"Authorization": "Bearer wrong"})).status_code == 403
+        assert (await anon.get("/api/sessions", headers={"Authorization": "Basic abc"})).status_code == 401
+        assert (await anon.post("/api/sessions", json={"command": ["true"]})).status_code == 401
+        assert (await anon.get("/healthz")).status_code == 200
+        assert (await anon.get("/")).status_code == 401
+        assert (await anon.get("/?token=wrong")).status_code == 403
+        r = await anon.get(f"/?token={TOKEN}", follow_redirects=False)
+        assert r.status_code == 303 and "panewatch_token" in r.headers["set-cookie"]
+        assert "httponly" in r.headers["set-cookie"].lower()
+        anon.cookies.set("panewatch_token", TOKEN)
+        assert (await anon.get("/api/sessions")).status_code == 200
+        anon.cookies.set("panewatch_token", "wrong")
+        assert (await anon.get("/api/sessions")).status_code == 403
+
+    async def refused(**kw) -> int:
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as info:
+            async with live.ws("/ws/state", **kw) as ws:
+                await ws.recv()
+        return info.value.rcvd.code
+
+    assert await refused(token=None) == 4401
+    assert await refused(token="wrong") == 4403
+    assert await refused(origin="http://evil.example") == 4403
+    assert await refused(origin="http://127.0.0.1:1") == 4403  # another localhost port is another origin
+    async with live.ws("/ws/state", origin=live.url) as ws:  # the page's own origin
+        assert json.loads(await ws.recv())["type"] == "snapshot"
+    async with websockets.connect(f"{live.ws_base}/ws/state?token={TOKEN}") as ws:
+        assert json.loads(await ws.recv())["type"] == "snapshot"
+
+
+async def test_report_endpoint_auth_and_validation(live):
+    s = await live.create(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    await live.wait_state(s["id"], "idle")
+    token = live.runtime.get(s["id"]).report_token
+    url = f"/report?session={s['id']}"
+    async with httpx.AsyncClient(base_url=live.url) as c:
+        auth = {"Authorization": f"Bearer {token}"}
+        assert (await c.post(url, json={"state": "working"})).status_code == 401
+        assert (await c.post(url, json={"state": "working"}, headers={"Authorization": f"Bearer {TOKEN}"})
+                ).status_code == 403  # the API token is not a report token
+        assert (await c.post("/report?session=nope", json={"state": "working"}, headers=auth)).status_code == 404
+        assert (await c.post(url, content=b"not json", headers=auth)).status_code == 422
+        assert (await c.post(url, json=["a"], headers=auth)).status_code == 422
+        assert (await c.post(url, json={"state": "waiting"}, headers=auth)).status_code == 422
+        assert (await c.post(url, json={"hook_event_name": "Stop", "pad": "x" * 70000}, headers=auth)
+                ).status_code == 413
+        r = await c.post(url, json={"hook_event_name": "SubagentStop"}, headers=auth)
+        assert r.status_code == 202 and r.json()["accepted"] is False
+        r = await c.post(url, json={"hook_event_name": "PreToolUse", "tool_name": "Bash"}, headers=auth)
+        assert r.status_code == 202 and r.json()["state"] == "working"
+    info = (await live.http.get(f"/api/sessions/{s['id']}")).json()
+    assert (info["state"], info["source"], info["rule"]) == ("working", "hook", "PreToolUse")
+
+
+async def test_hook_command_reaches_report_with_curl(live, tmp_path):
+    """The exact command Claude's hooks run, executed by a shell inside a session."""
+    from panewatch.hooks import REPORT_COMMAND
+
+    script = tmp_path / "hook.sh"
+    script.write_text(f"printf ' ? for shortcuts'; sleep 0.5; "
+                      f"echo '{{\"hook_event_name\":\"PermissionRequest\",\"tool_name\":\"Bash\"}}' | {REPORT_COMMAND}; "
+                      f"sleep 30\n")
+    s = await live.create(agent="claude", command=["bash", str(script)], rows=6, cols=40)
+    info = await live.wait_state(s["id"], "blocked")
+    assert (info["source"], info["rule"]) == ("hook", "PermissionRequest")
+
+
+async def test_screen_websocket_full_then_changed_rows(live):
+    s = await live.create(command=bash("printf 'one\\r\\n'; read -r x; printf 'two %s\\r\\n' \"$x\"; sleep 30"),
+                          rows=6, cols=40)
+    async with live.ws(f"/ws/sessions/{s['id']}/screen") as ws:
+        first = json.loads(await ws.recv())
+        assert first["full"] is True and len(first["rows"]) == 6
+        deadline = time.monotonic() + 5
+        rows = first["rows"]
+        while "one" not in rows[0] and time.monotonic() < deadline:
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            for k, v in msg.get("changed", {}).items():
+                rows[int(k)] = v
+        live.runtime.get(s["id"]).proc.write(b"abc\r")
+        while not any(r.startswith("two abc") for r in rows):
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert msg["full"] is False
+            for k, v in msg["changed"].items():
+                rows[int(k)] = v
+        assert rows[0] == "one"
+    async with live.ws("/ws/sessions/nope/screen") as ws:
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as info:
+            await ws.recv()
+        assert info.value.rcvd.code == 4404
+
+
+async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
+    """A client that never reads: the agent's output keeps flowing and other clients are served."""
+    s = await live.create(command=bash("i=0; while [ $i -lt 4000 ]; do printf 'line %05d %s\\r\\n' $i "
+                                       "\"$(printf 'x%.0s' $(seq 80))\"; i=$((i+1)); done; printf 'END'; sleep 30"),
+                          rows=40, cols=120)
+    stuck = await live.ws(f"/ws/sessions/{s['id']}/screen", max_size=None).__aenter__()
+    stuck.transport.pause_reading()  # never read: its socket buffers fill up
+    try:
+        deadline = time.monotonic() + 30
+        while "END" not in live.runtime.get(s["id"]).screen.text():
+            assert time.monotonic() < deadline, "the agent stalled behind a stuck client"
+            await asyncio.sleep(0.05)
+        async with live.ws("/ws/state") as ws:
+            assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "snapshot"
+    finally:
+        stuck.transport.abort()
+
+
+async def test_wait_command_exits_0_when_reached_and_1_on_timeout(live):
+    s = await live.create(agent="claude", command=bash(claude_like(prompt_after=0.5)), rows=12, cols=60)
+    env = {**os.environ, "PANEWATCH_TOKEN": TOKEN, "PANEWATCH_URL": live.url}
+    cmd = [sys.executable, "-m", "panewatch", "wait", s["id"], "--until"]
+    proc = await asyncio.create_subprocess_exec(*cmd, "blocked", "--timeout", "10", env=env)
+    assert await proc.wait() == 0
+    proc = await asyncio.create_subprocess_exec(*cmd, "idle", "--timeout", "0.5", env=env,
+                                                stderr=subprocess.PIPE)
+    assert await proc.wait() == 1
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "panewatch", "wait", "nope", "--until", "idle",
+                                                "--timeout", "2", env=env, stderr=subprocess.PIPE)
+    assert await proc.wait() == 2
+
+
+async def test_openapi_is_published(live):
+    r = await live.http.get("/openapi.json")
+    paths = r.json()["paths"]
+    for path in ("/api/sessions", "/api/sessions/{sid}/send", "/api/sessions/{sid}/answer", "/report"):
+        assert path in paths
+    assert (await live.http.get("/docs")).status_code == 200
