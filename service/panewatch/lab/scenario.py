@@ -51,7 +51,10 @@ class When(BaseModel):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"bad regex {value!r}: {exc}") from None
         return value
 
 
