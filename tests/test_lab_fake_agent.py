@@ -70,7 +70,7 @@ def start(tmp_path: Path) -> Iterator[Any]:
         sessions.append(session)
         agent = Agent(session, state_file)
         agent.wait_state("idle")
-        assert session.wait_for(r"\? for shortcuts", 5)
+        assert session.wait_for("? for shortcuts", 5)
         return agent
 
     yield _start

@@ -186,12 +186,14 @@ class PtySession:
             return len(self.chunks)
 
     def wait_for(self, pattern: str | re.Pattern[str] | Callable[[str], bool], timeout: float = 10.0) -> bool:
-        """Wait until the visible screen matches ``pattern``; False on timeout or child exit."""
-        if callable(pattern):
-            test = pattern
+        """Wait until the visible screen shows ``pattern`` (a literal string, a compiled regex or
+        a predicate on the text); False on timeout or when the child has exited."""
+        if isinstance(pattern, str):
+            test: Callable[[str], bool] = lambda text: pattern in text  # noqa: E731
+        elif isinstance(pattern, re.Pattern):
+            test = lambda text: pattern.search(text) is not None  # noqa: E731
         else:
-            rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-            test = lambda text: rx.search(text) is not None  # noqa: E731
+            test = pattern
         deadline = time.monotonic() + timeout
         with self._lock:
             while True:
