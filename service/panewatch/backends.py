@@ -1,0 +1,81 @@
+"""Which terminal emulator a pane's screen runs on: pyte (always there) or Ghostty (optional).
+
+Every backend offers the same small interface (``ScreenLike``) so that sessions, the API and
+the benchmark never care which one they hold. pyte stays the default because it is a plain
+Python dependency that installs everywhere; Ghostty comes from the ``fast`` extra
+(``pip install 'panewatch[fast]'``) and is ~100× faster at emulating output floods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from .screen import Cursor, Screen
+
+BACKENDS = ("pyte", "ghostty")
+
+
+class BackendUnavailable(Exception):
+    """The configured backend's package is not installed."""
+
+
+class ScreenLike(Protocol):
+    """What the service reads from and writes to an emulated screen."""
+
+    rows: int
+    cols: int
+    seq: int
+    errors: int
+
+    def feed(self, data: bytes) -> None: ...
+    def feed_text(self, text: str) -> None: ...
+    def lines(self) -> list[str]: ...
+    def text(self) -> str: ...
+    def mode(self, number: int, private: bool = True) -> bool: ...
+    def resize(self, rows: int, cols: int) -> None: ...
+
+    @property
+    def cursor(self) -> Cursor: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def alternate(self) -> bool: ...
+    @property
+    def mid_frame(self) -> bool: ...
+
+
+ScreenFactory = Callable[..., ScreenLike]
+
+
+def screen_class(backend: str) -> ScreenFactory:
+    """The screen class for ``backend``; raises ``BackendUnavailable`` with the fix if missing."""
+    if backend == "pyte":
+        return Screen
+    if backend == "ghostty":
+        try:
+            from .screen_ghostty import GhosttyScreen
+        except (ImportError, OSError) as exc:
+            raise BackendUnavailable(
+                f"backend 'ghostty' needs pyghostty ({exc}); install it with "
+                "pip install 'panewatch[fast]', or use backend = \"pyte\"") from None
+        return GhosttyScreen
+    raise BackendUnavailable(f"unknown screen backend {backend!r} (known: {', '.join(BACKENDS)})")
+
+
+def available() -> list[str]:
+    """The backends that can be used on this machine."""
+    out = []
+    for name in BACKENDS:
+        try:
+            screen_class(name)
+        except BackendUnavailable:
+            continue
+        out.append(name)
+    return out
+
+
+def make_screen(backend: str, rows: int, cols: int,
+                reply: Callable[[bytes], None] | None = None) -> ScreenLike:
+    """A fresh screen of ``backend``."""
+    return screen_class(backend)(rows, cols, reply=reply)

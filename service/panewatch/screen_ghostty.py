@@ -1,0 +1,180 @@
+"""The emulated screen on libghostty-vt (``pyghostty``): the same interface as ``screen.Screen``.
+
+Why a second backend: pyte emulates at 1–2 MB/s, so one pane that dumps a large file keeps
+the event loop busy for seconds of CPU per 10 MB, and a few dozen chatty agents cost a
+visible share of a core. Ghostty's parser is native code (~100× faster here) and already
+does what ``screen.py`` has to patch into pyte: an alternate screen, zero-width characters,
+DCS/APC/colon-SGR handling, scrolling, REP, and answers to terminal queries.
+
+What this wrapper adds is only what the service's contract needs: xterm's identity in the
+device-attribute, XTVERSION and size answers (so agents see the same terminal whichever
+backend runs), xterm's default colours for OSC 10/11/12, visible rows padded to the full
+height, and a ``feed`` that never raises. The package is optional (``pip install
+panewatch[fast]``); ``backends.py`` decides which class a session gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyghostty
+from pyghostty import ffi, lib
+
+from .screen import Cursor
+
+#: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
+_DA1_LEVEL, _DA1_FEATURES = 64, (1, 2, 6, 9, 15, 18, 21, 22)
+_DA2 = (41, 388, 0)
+_XTVERSION = b"XTerm(388)"
+_COLOURS = (
+    (lib.GHOSTTY_TERMINAL_OPT_COLOR_FOREGROUND, (0xD0, 0xD0, 0xD0)),
+    (lib.GHOSTTY_TERMINAL_OPT_COLOR_BACKGROUND, (0, 0, 0)),
+    (lib.GHOSTTY_TERMINAL_OPT_COLOR_CURSOR, (0xD0, 0xD0, 0xD0)),
+)
+#: Pixel size of a cell reported by ``CSI 14 t``: the same 8x16 ``screen.py`` reports.
+_CELL_W, _CELL_H = 8, 16
+
+# Callbacks shared by every terminal: cffi keeps a callback alive only while referenced, and
+# these depend on nothing but the terminal, which the size callback asks for itself.
+_XTVERSION_BUF = ffi.new("char[]", _XTVERSION)
+
+
+@ffi.callback("GhosttyTerminalDeviceAttributesFn")
+def _device_attributes(_term: Any, _userdata: Any, out: Any) -> bool:
+    out.primary.conformance_level = _DA1_LEVEL
+    for i, feature in enumerate(_DA1_FEATURES):
+        out.primary.features[i] = feature
+    out.primary.num_features = len(_DA1_FEATURES)
+    out.secondary.device_type, out.secondary.firmware_version, out.secondary.rom_cartridge = _DA2
+    out.tertiary.unit_id = 0
+    return True
+
+
+@ffi.callback("GhosttyTerminalXtversionFn")
+def _xtversion(_term: Any, _userdata: Any) -> Any:
+    return (ffi.cast("uint8_t*", _XTVERSION_BUF), len(_XTVERSION))
+
+
+@ffi.callback("GhosttyTerminalSizeFn")
+def _size(term: Any, _userdata: Any, out: Any) -> bool:
+    value = ffi.new("uint16_t*")
+    if lib.ghostty_terminal_get(term, lib.GHOSTTY_TERMINAL_DATA_ROWS, value):
+        return False
+    out.rows = value[0]
+    if lib.ghostty_terminal_get(term, lib.GHOSTTY_TERMINAL_DATA_COLS, value):
+        return False
+    out.columns = value[0]
+    out.cell_width, out.cell_height = _CELL_W, _CELL_H
+    return True
+
+
+class GhosttyScreen:
+    """What a terminal of ``rows`` x ``cols`` shows after the bytes fed so far (libghostty-vt).
+
+    ``feed`` never raises. ``lines()``/``text()`` are the visible rows only (no scrollback is
+    kept at all): an answered prompt that scrolled away must not read as blocked forever.
+    """
+
+    backend = "ghostty"
+
+    def __init__(self, rows: int = 32, cols: int = 120, reply: Callable[[bytes], None] | None = None) -> None:
+        self.rows, self.cols = rows, cols
+        self._reply_bytes = reply
+        self._term = pyghostty.Terminal(cols=cols, rows=rows, scrollback=0)
+        self._t = self._term._t[0]
+        for option, rgb in _COLOURS:
+            lib.ghostty_terminal_set(self._t, option, ffi.new("GhosttyColorRgb*", dict(zip("rgb", rgb))))
+        lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_DEVICE_ATTRIBUTES, _device_attributes)
+        lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_XTVERSION, _xtversion)
+        lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_SIZE, _size)
+        self._term.on_reply(self._reply)
+        self._u16 = ffi.new("uint16_t*")
+        self._flag = ffi.new("bool*")
+        self._title = ffi.new("GhosttyString*")
+        self._lines: list[str] | None = None
+        self._lines_seq = -1
+        #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
+        self.seq = 0
+        self.errors = 0
+
+    # -- input -----------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Feed raw PTY bytes (UTF-8 and sequences split across chunks are Ghostty's to join)."""
+        if not data:
+            return
+        self.seq += 1
+        try:
+            self._term.feed(data)
+        except Exception:  # an exception from the reply sink surfaces here
+            self.errors += 1
+
+    def feed_text(self, text: str) -> None:
+        """Feed already-decoded text (transcript replays)."""
+        self.feed(text.encode())
+
+    def _reply(self, data: bytes) -> None:
+        if self._reply_bytes is not None:
+            try:
+                self._reply_bytes(data)
+            except Exception:
+                self.errors += 1
+
+    # -- output ----------------------------------------------------------------------------
+    def lines(self) -> list[str]:
+        """The visible rows, right-stripped; cached until the next feed or resize."""
+        if self._lines is None or self._lines_seq != self.seq:
+            rows = self._term.text().split("\n")
+            rows = [row.rstrip() for row in rows[: self.rows]]
+            rows.extend([""] * (self.rows - len(rows)))
+            self._lines, self._lines_seq = rows, self.seq
+        return list(self._lines)
+
+    def text(self) -> str:
+        """The visible rows joined by newlines."""
+        return "\n".join(self.lines())
+
+    def _get_u16(self, key: int) -> int:
+        lib.ghostty_terminal_get(self._t, key, self._u16)
+        return int(self._u16[0])
+
+    def _get_flag(self, key: int) -> bool:
+        lib.ghostty_terminal_get(self._t, key, self._flag)
+        return bool(self._flag[0])
+
+    @property
+    def cursor(self) -> Cursor:
+        return Cursor(row=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y),
+                      col=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X),
+                      hidden=not self._get_flag(lib.GHOSTTY_TERMINAL_DATA_CURSOR_VISIBLE))
+
+    @property
+    def title(self) -> str:
+        if lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_TITLE, self._title) or not self._title.len:
+            return ""
+        return ffi.buffer(self._title.ptr, self._title.len)[:].decode("utf-8", "replace")
+
+    @property
+    def alternate(self) -> bool:
+        """True while the program shows its alternate screen."""
+        value = ffi.new("int*")
+        lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, value)
+        return value[0] == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE
+
+    @property
+    def mid_frame(self) -> bool:
+        """True between ``ESC[?2026h`` and ``ESC[?2026l``: a repaint is in progress."""
+        return self._term.mode(2026)
+
+    def mode(self, number: int, private: bool = True) -> bool:
+        """Whether a terminal mode is set (``mode(2004)`` is bracketed paste)."""
+        try:
+            return self._term.mode(number, ansi=not private)
+        except pyghostty.GhosttyError:  # a mode Ghostty does not know is not set
+            return False
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Change the size (Ghostty reflows soft-wrapped rows, as it does on screen)."""
+        self.seq += 1
+        self.rows, self.cols = rows, cols
+        self._term.resize(cols, rows, _CELL_W, _CELL_H)
