@@ -1,0 +1,433 @@
+"""The Sessions dashboard in a real browser (Debian's Chromium, headless) against a real server.
+
+Every wait is Playwright's auto-waiting ``expect``; nothing sleeps blindly. Screenshots of the
+desktop and phone layouts are saved under ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dashboard_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RULE,
+    Server,
+    echo_agent,
+    free_port,
+    idle_agent,
+    prompt_agent,
+)
+
+if not Path(CHROMIUM).is_file():
+    pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
+                allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
+expect = sync_api.expect
+expect.set_options(timeout=10_000)
+
+# A Notification API the test can read: records what the page shows, grants on request.
+NOTIFICATION_STUB = """
+window.__notes = [];
+class RecordingNotification {
+  static permission = "default";
+  static async requestPermission() { RecordingNotification.permission = "granted"; return "granted"; }
+  constructor(title, options) { window.__notes.push({ title, body: options && options.body }); }
+  close() {}
+}
+window.Notification = RecordingNotification;
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = Server("dash-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def open_dashboard(browser, server: Server, **context_options):
+    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
+    context.add_init_script(NOTIFICATION_STUB)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    response = page.goto(f"{server.url}/?token={server.token}")
+    assert response is not None and response.status == 200
+    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+    return context, page, errors
+
+
+@pytest.fixture()
+def page(browser, server: Server):
+    context, page, errors = open_dashboard(browser, server)
+    yield page
+    context.close()
+    server.delete_all()
+    assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+def card_of(page, sid: str):
+    return page.locator(f'#cards > .card[data-id="{sid}"]')
+
+
+# --- logging in ------------------------------------------------------------------------------
+
+
+def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) -> None:
+    sid = server.create(idle_agent("hello from the card"), name="hello-card")["id"]
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        response = page.goto(f"{server.url}/?token={server.token}")
+        assert response is not None and response.status == 200
+        assert page.url == f"{server.url}/"  # the token left the address bar
+        cookie = next(c for c in context.cookies() if c["name"] == "panewatch_token")
+        assert cookie["httpOnly"]
+        card = card_of(page, sid)
+        expect(card.locator("h2")).to_have_text("hello-card")
+        expect(card.locator(".badge-state")).to_have_text("idle")
+        expect(card.locator(".agent")).to_have_text("claude")
+        expect(card.locator(".screen")).to_contain_text("hello from the card")
+        expect(page).to_have_title("Panewatch")
+    finally:
+        context.close()
+        server.delete_all()
+
+
+def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server) -> None:
+    server.create(idle_agent("secret screen"), name="private")
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        sockets: list[str] = []
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+        response = page.goto(f"{server.url}/?token=not-the-token")
+        assert response is not None and response.status == 403
+        expect(page.locator("h1")).to_have_text("Wrong token")
+        assert page.locator(".card").count() == 0
+        assert not any(c["name"] == "panewatch_token" for c in context.cookies())
+
+        response = page.goto(f"{server.url}/")
+        assert response is not None and response.status == 401
+        assert page.locator(".card").count() == 0
+        assert sockets == []  # the refusal pages run no script
+
+        # a forged cookie gets neither the API nor a byte from the state WebSocket
+        context.add_cookies([{"name": "panewatch_token", "value": "forged-token", "url": server.url}])
+        assert page.request.get(f"{server.url}/api/sessions").status == 403
+        outcome = page.evaluate("""url => new Promise(resolve => {
+            const got = [];
+            const ws = new WebSocket(url);
+            ws.onmessage = e => got.push(e.data);
+            ws.onclose = e => resolve({ got, code: e.code });
+        })""", server.url.replace("http", "ws") + "/ws/state")
+        assert outcome["got"] == []
+        assert "secret screen" not in page.content()
+    finally:
+        context.close()
+        server.delete_all()
+
+
+# --- blocked first, answered after a confirmation -------------------------------------------
+
+
+def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server: Server) -> None:
+    calm = server.create(idle_agent("nothing to see"), name="calm")["id"]
+    expect(card_of(page, calm).locator(".badge-state")).to_have_text("idle")
+    page.get_by_role("button", name="Enable notifications").click()
+    expect(page.locator("#notify")).to_have_text("Notifications on")
+
+    sid = server.create(prompt_agent(work=3), name="asker")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".badge-state")).to_have_text("blocked")
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", sid)
+    expect(page).to_have_title("(1) Panewatch")
+    expect(card.locator(".badge")).to_have_attribute("title", "source: screen · rule: permission_dialog\n"
+                                                     "a permission dialog: selected option row and the "
+                                                     "dialog's own footer below the last rule")
+    options = card.locator(".options button")
+    expect(options).to_have_text(["1. Yes", "2. No", "Esc"])
+    expect(card.locator(".options button.selected")).to_have_text("1. Yes")
+    expect(card.locator(".send-text")).to_be_disabled()
+    expect(card.locator(".send-button")).to_be_disabled()
+
+    # the server's notification event became a browser notification and a line in the page
+    page.wait_for_function("window.__notes.some(n => n.title === 'asker needs you')")
+    expect(page.locator("#last-alert")).to_contain_text("asker needs you")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-desktop.png"), full_page=True)
+
+    # a click only asks; Cancel sends nothing
+    options.filter(has_text="1. Yes").click()
+    confirm = card.locator(".confirm")
+    expect(confirm).to_be_visible()
+    expect(confirm.locator(".confirm-text")).to_have_text("Send 1. Yes to asker?")
+    expect(card.locator(".confirm-yes")).to_be_focused()
+    card.get_by_role("button", name="Cancel").click()
+    expect(confirm).to_be_hidden()
+    assert any("❯ 1. Yes" in row for row in server.screen(sid))  # still asking
+    expect(card.locator(".badge-state")).to_have_text("blocked")
+
+    options.filter(has_text="1. Yes").click()
+    card.get_by_role("button", name="Confirm").click()
+    expect(card.locator(".result")).to_have_text("✓ Took: sent 1. Yes; now working.")
+    expect(card.locator(".badge-state")).to_have_text("working")
+    expect(card.locator(".screen")).to_contain_text("answered 1")
+    expect(card.locator(".prompt")).to_be_hidden()
+    expect(card.locator(".send-text")).to_be_enabled()
+    expect(page).to_have_title("Panewatch")
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", calm)  # back in creation order
+    expect(card.locator(".badge-state")).to_have_text("idle")
+
+
+def test_an_answer_that_no_longer_applies_says_so(page, server: Server) -> None:
+    sid = server.create(prompt_agent(work=30), name="raced")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".badge-state")).to_have_text("blocked")
+    card.locator(".options button", has_text="2. No").click()
+    expect(card.locator(".confirm-text")).to_have_text("Send 2. No to raced?")
+    # meanwhile the prompt is answered elsewhere (a script, another tab)
+    with server.client() as c:
+        r = c.post(f"/api/sessions/{sid}/answer", json={"option": 1, "confirm": True})
+    assert r.json()["took"] is True
+    # the page withdraws its question when the pane stops being blocked
+    expect(card.locator(".badge-state")).to_have_text("working")
+    expect(card.locator(".confirm")).to_be_hidden()
+
+
+def test_send_box_types_into_an_idle_session(page, server: Server) -> None:
+    sid = server.create(echo_agent(), name="echo")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    card.locator(".send-text").fill("hello there")
+    card.get_by_role("button", name="Send").click()
+    expect(card.locator(".result")).to_have_text("Sent “hello there”.")
+    expect(card.locator(".screen")).to_contain_text("got:hello there")
+    expect(card.locator(".send-text")).to_have_value("")
+
+
+# --- creating, deleting, opening large -----------------------------------------------------
+
+
+def test_create_and_delete_a_session_from_the_page(page, server: Server, tmp_path: Path) -> None:
+    page.get_by_role("button", name="New session").click()
+    form = page.locator("#new-session")
+    expect(form).to_be_visible()
+    agent = form.locator("select[name=agent]")
+    expect(agent.locator("option[value=claude]")).to_have_count(1)
+    expect(agent).to_have_value("claude")
+
+    # mistakes are explained, not sent
+    form.locator("input[name=command]").fill('["bash", "-c"')
+    form.get_by_role("button", name="Start").click()
+    expect(form.locator(".form-status")).to_contain_text("not valid")
+    form.locator("input[name=command]").fill("bash -c 'exec sleep 600'")
+    form.locator("input[name=cwd]").fill(str(tmp_path / "missing"))
+    form.get_by_role("button", name="Start").click()
+    expect(form.locator(".form-status")).to_contain_text("is not a folder")
+    assert server.sessions() == []
+
+    agent.select_option("")  # no agent: the command alone
+    form.locator("input[name=command]").fill(json.dumps(
+        ["bash", "-c", "printf 'made from the page\\r\\n'; exec sleep 600"]))
+    form.locator("input[name=cwd]").fill(str(tmp_path))
+    form.locator("input[name=name]").fill("from-page")
+    form.get_by_role("button", name="Start").click()
+    expect(form.locator(".form-status")).to_contain_text("Started from-page")
+    card = page.locator("#cards > .card", has=page.locator("h2", has_text="from-page"))
+    expect(card).to_have_count(1)
+    expect(card.locator(".screen")).to_contain_text("made from the page")
+    expect(card.locator(".cwd")).to_have_attribute("title", str(tmp_path))
+    (made,) = server.sessions()
+    assert made["name"] == "from-page" and made["cwd"] == str(tmp_path) and made["agent"] != "claude"
+
+    # a space-separated command with quotes, under an agent
+    agent.select_option("claude")
+    form.locator("input[name=command]").fill("bash -c \"printf 'two words\\r\\n'; exec sleep 600\"")
+    form.locator("input[name=name]").fill("quoted")
+    form.get_by_role("button", name="Start").click()
+    quoted = page.locator("#cards > .card", has=page.locator("h2", has_text="quoted"))
+    expect(quoted.locator(".screen")).to_contain_text("two words")
+
+    card.get_by_role("button", name="Delete").click()
+    expect(card.locator(".confirm-text")).to_have_text("Delete from-page? This stops its process.")
+    card.locator(".confirm").get_by_role("button", name="Delete").click()
+    expect(card).to_have_count(0)
+    assert [s["name"] for s in server.sessions()] == ["quoted"]
+
+
+def test_open_one_session_large_and_close_it(page, server: Server) -> None:
+    sid = server.create(idle_agent("look at me"), name="big", rows=30, cols=100)["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".screen")).to_contain_text("look at me")
+    compact_lines = card.locator(".screen").evaluate("el => el.textContent.split('\\n').length")
+    assert compact_lines < 30  # blank rows below the text are not shown in the grid
+    card.get_by_role("button", name="Open large").click()
+    expect(card).to_have_class("card card-large")
+    expect(page.locator("#backdrop")).to_be_visible()
+    assert card.locator(".screen").evaluate("el => el.textContent.split('\\n').length") == 30
+    expect(card.locator(".details")).to_contain_text(sid)
+    page.keyboard.press("Escape")
+    expect(card).to_have_class("card")
+    expect(page.locator("#backdrop")).to_be_hidden()
+
+
+# --- connections ---------------------------------------------------------------------------
+
+
+def test_dropped_websockets_reconnect_and_resynchronise(page, server: Server) -> None:
+    sid = server.create(echo_agent(), name="survivor")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    page.evaluate("""() => {
+        window.__statuses = [];
+        const el = document.getElementById('connection');
+        new MutationObserver(() => window.__statuses.push(el.dataset.status))
+            .observe(el, { attributes: true, attributeFilter: ['data-status'] });
+        window.panewatch.dropConnections();
+    }""")
+    page.wait_for_function("window.__statuses.includes('reconnecting')")
+    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+    # events flow again: a session made meanwhile shows up, and the old card's screen is live
+    other = server.create(idle_agent("made after the drop"), name="later")["id"]
+    expect(card_of(page, other).locator(".screen")).to_contain_text("made after the drop")
+    card.locator(".send-text").fill("still here")
+    card.get_by_role("button", name="Send").click()
+    expect(card.locator(".screen")).to_contain_text("got:still here")
+    expect(page.locator("#banner")).to_be_hidden()
+
+
+def test_server_restart_shows_a_banner_and_recovers(browser, tmp_path: Path) -> None:
+    token = "restart-" + secrets.token_urlsafe(12)
+    srv = Server(token, port=free_port(), log_dir=tmp_path).start()
+    context = None
+    try:
+        context, page, errors = open_dashboard(browser, srv)
+        sid = srv.create(idle_agent("before the restart"), name="old")["id"]
+        expect(card_of(page, sid).locator(".screen")).to_contain_text("before the restart")
+        banner = page.locator("#banner")
+
+        srv.stop()
+        expect(banner).to_be_visible()
+        expect(banner).to_contain_text("reconnecting")
+        expect(page.locator("#connection")).to_have_attribute("data-status", "reconnecting")
+
+        srv.start()
+        expect(page.locator("#connection")).to_have_attribute("data-status", "live", timeout=20_000)
+        expect(banner).to_contain_text("The server restarted")
+        expect(page.locator("#cards > .card")).to_have_count(0)  # the old sessions died with it
+        new = srv.create(idle_agent("after the restart"), name="new")["id"]
+        expect(card_of(page, new).locator(".screen")).to_contain_text("after the restart")
+        banner.get_by_role("button", name="Dismiss").click()
+        expect(banner).to_be_hidden()
+
+        # restarted with another token: the page asks to log in again instead of retrying forever
+        srv.stop()
+        srv.start(token="other-" + secrets.token_urlsafe(12))
+        expect(banner).to_contain_text("Log in again", timeout=20_000)
+        expect(page.locator("#connection")).to_have_attribute("data-status", "auth")
+        page.goto(f"{srv.url}/?token={srv.token}")
+        expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+        expect(page.locator("#banner")).to_be_hidden()
+        assert errors == []
+    finally:
+        if context is not None:
+            context.close()
+        srv.stop()
+
+
+# --- phones ----------------------------------------------------------------------------------
+
+
+def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server) -> None:
+    long = "x" * 110 + " the end of a long line"
+    wide = server.create(idle_agent(long), name="a-session-with-a-rather-long-name-for-a-phone",
+                          cols=160)["id"]
+    asker = server.create(prompt_agent(work=30), name="asker")["id"]
+    context, page, errors = open_dashboard(browser, server, viewport={"width": 390, "height": 844},
+                                           is_mobile=True, has_touch=True, device_scale_factor=2)
+    try:
+        expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
+        expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line")
+        expect(page.locator("#cards > .card").first).to_have_attribute("data-id", asker)
+        page.get_by_role("button", name="New session").click()
+        expect(page.locator("#new-session select[name=agent] option[value=claude]")).to_have_count(1)
+
+        def overflow() -> int:
+            return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+        assert overflow() <= 0
+        first, second = (page.locator("#cards > .card").nth(i).bounding_box() for i in range(2))
+        assert first and second and first["x"] == second["x"] and second["y"] > first["y"] + first["height"] - 1
+        assert first["x"] + first["width"] <= 390
+        screen = card_of(page, wide).locator(".screen")
+        assert screen.evaluate("el => el.scrollWidth > el.clientWidth")  # the screen scrolls, not the page
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-phone.png"), full_page=True)
+
+        card_of(page, wide).get_by_role("button", name="Open large").click()
+        expect(card_of(page, wide)).to_have_class("card card-large")
+        assert overflow() <= 0
+        assert errors == []
+    finally:
+        context.close()
+        server.delete_all()
+
+
+# --- the page's pure helpers, run in the browser ------------------------------------------------
+
+
+def test_option_and_command_parsing(page) -> None:
+    result = page.evaluate("""async (rule) => {
+        const m = await import('/static/parse.js');
+        return {
+            claude: m.parseOptions([
+                ' 1. an agent reply mentioning options', rule,
+                ' Bash command', '   rm -rf build', ' Do you want to proceed?',
+                ' ❯ 1. Yes', "   2. Yes, and don't ask again for rm commands in /work", '   3. No',
+                '', ' Esc to cancel · Tab to amend']),
+            above_rule_only: m.parseOptions([' ❯ 1. Yes', '   2. No', rule, '> ', rule]),
+            no_rule: m.parseOptions(['Pick one:', '  1) red', '› 2) blue']),
+            argv_words: m.parseCommand(`claude --model "opus 4" it\\\\'s 'a b'`),
+            argv_json: m.parseCommand('["python", "-m", "x y"]'),
+            empty: m.parseCommand('   '),
+            bad: (() => { try { m.parseCommand('["a", 1]'); } catch (e) { return e.message; } })(),
+            order: m.cardOrder([
+                { id: 'a', state: 'idle', since: 5, created: 1 },
+                { id: 'b', state: 'blocked', since: 9, created: 2 },
+                { id: 'c', state: 'blocked', since: 3, created: 3 },
+                { id: 'd', state: 'working', since: 1, created: 4 }]),
+            durations: [m.formatDuration(7), m.formatDuration(185), m.formatDuration(7500)],
+        };
+    }""", RULE)
+    assert result["claude"] == [
+        {"option": 1, "label": "Yes", "selected": True},
+        {"option": 2, "label": "Yes, and don't ask again for rm commands in /work", "selected": False},
+        {"option": 3, "label": "No", "selected": False},
+    ]
+    assert result["above_rule_only"] == []
+    assert [o["label"] for o in result["no_rule"]] == ["red", "blue"]
+    assert result["argv_words"] == ["claude", "--model", "opus 4", "it's", "a b"]
+    assert result["argv_json"] == ["python", "-m", "x y"]
+    assert result["empty"] is None
+    assert "array of strings" in result["bad"]
+    assert result["order"] == ["c", "b", "a", "d"]
+    assert result["durations"] == ["7s", "3m 05s", "2h 05m"]

@@ -1,0 +1,72 @@
+// The service's HTTP API. The login cookie (set by /?token=…) authorises every request.
+
+import { describeDetail } from "./parse.js";
+
+export class ApiError extends Error {
+  constructor(status, detail, body) {
+    super(describeDetail(detail) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+const authListeners = new Set();
+
+/** Call `fn(status)` when a request is refused for want of a valid login (401/403). */
+export function onAuthFailure(fn) {
+  authListeners.add(fn);
+}
+
+async function request(method, path, body) {
+  const init = { method, headers: { Accept: "application/json" }, credentials: "same-origin", cache: "no-store" };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, `the server is unreachable (${err.message})`, null);
+  }
+  let data = null;
+  const text = await response.text();
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = { detail: text.slice(0, 200) };
+    }
+  }
+  if (response.status === 401 || response.status === 403) {
+    for (const fn of authListeners) fn(response.status);
+  }
+  if (!response.ok) throw new ApiError(response.status, data && data.detail, data);
+  return data;
+}
+
+export const api = {
+  agents: () => request("GET", "/api/agents"),
+  sessions: () => request("GET", "/api/sessions"),
+  create: (spec) => request("POST", "/api/sessions", spec),
+  remove: (id) => request("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
+  send: (id, text, enter = true) => request("POST", `/api/sessions/${encodeURIComponent(id)}/send`, { text, enter }),
+  /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
+  answer: (id, answer) =>
+    request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),
+};
+
+/**
+ * Why a WebSocket could not be opened. Browsers hide the HTTP status of a refused
+ * handshake (the close code is 1006), so ask the HTTP API, which uses the same cookie:
+ * "auth" (401/403: log in again), "down" (unreachable) or "other".
+ */
+export async function probe() {
+  try {
+    const response = await fetch("/api/sessions", { credentials: "same-origin", cache: "no-store" });
+    if (response.status === 401 || response.status === 403) return "auth";
+    return "other";
+  } catch {
+    return "down";
+  }
+}

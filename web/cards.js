@@ -1,0 +1,365 @@
+// One card per session: name, agent, folder, state badge, the live screen, the prompt's
+// options (answered only after an inline confirmation), a send box and delete/open-large.
+
+import { api } from "./api.js";
+import { LiveSocket } from "./live.js";
+import { formatDuration, parseOptions, shortPath } from "./parse.js";
+
+const ESC_KEY = "\u001b";
+
+/** Build an element: h("button", {class: "x", onclick: fn}, "text", child...). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value == null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key in el && typeof value !== "string") el[key] = value;
+    else el.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child == null || child === false) continue;
+    el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+// Cells a code point takes in a terminal (pyte keeps one character per wide glyph).
+function cellWidth(cp) {
+  return (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) || (cp >= 0xac00 && cp <= 0xd7a3)
+    || (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60)
+    || (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) || (cp >= 0x1f900 && cp <= 0x1f9ff)
+    || (cp >= 0x20000 && cp <= 0x3fffd) ? 2 : 1;
+}
+
+/** Split a row at terminal column `col`: [before, the character under the cursor, after]. */
+function splitAtColumn(row, col) {
+  const chars = Array.from(row);
+  let cells = 0;
+  let i = 0;
+  while (i < chars.length && cells + cellWidth(chars[i].codePointAt(0)) <= col) {
+    cells += cellWidth(chars[i].codePointAt(0));
+    i += 1;
+  }
+  if (i >= chars.length) return [row + " ".repeat(Math.max(0, col - cells)), " ", ""];
+  return [chars.slice(0, i).join(""), chars[i], chars.slice(i + 1).join("")];
+}
+
+export class Card {
+  /**
+   * @param {object} session the API's session object
+   * @param {object} ctx {serverNow(): seconds, onLarge(card, open), onStateSeen()}
+   */
+  constructor(session, ctx) {
+    this.id = session.id;
+    this.ctx = ctx;
+    this.session = session;
+    this.rows = [];
+    this.cursor = null;
+    this.screenSeen = false;
+    this.options = [];
+    this.optionsKey = "";
+    this.pending = null; // the action awaiting confirmation
+    this.busy = false;
+    this.renderQueued = false;
+    this.large = false;
+    this.build();
+    this.update(session);
+    this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen`, {
+      onMessage: (msg) => this.onFrame(msg),
+      onDown: () => this.el.classList.add("screen-stale"),
+      onUp: () => this.el.classList.remove("screen-stale"),
+    }, { minDelay: 500, maxDelay: 10000 });
+    this.screenSocket.start();
+  }
+
+  build() {
+    const id = this.id;
+    const nameId = `card-${id}-name`;
+    this.nameEl = h("span", { class: "name" });
+    this.stateEl = h("span", { class: "badge-state" });
+    this.timeEl = h("span", { class: "badge-time" });
+    this.badge = h("span", { class: "badge", role: "status" }, this.stateEl, " ", this.timeEl);
+    this.largeButton = h("button", { type: "button", class: "open-large", "aria-expanded": "false",
+      onclick: () => this.setLarge(!this.large) }, "Open large");
+    this.deleteButton = h("button", { type: "button", class: "delete danger", onclick: () => this.askDelete() }, "Delete");
+    this.agentEl = h("span", { class: "agent" });
+    this.cwdEl = h("span", { class: "cwd" });
+    this.detailsEl = h("dl", { class: "details" });
+    this.exitEl = h("p", { class: "exit", hidden: true });
+
+    this.optionsEl = h("div", { class: "options", role: "group", "aria-label": "Answer the prompt" });
+    this.promptNote = h("p", { class: "prompt-note" });
+    this.promptEl = h("section", { class: "prompt", hidden: true, "aria-label": "Waiting for your answer" },
+      h("h3", {}, "Waiting for your answer"), this.optionsEl, this.promptNote);
+
+    this.confirmText = h("span", { class: "confirm-text" });
+    this.confirmButton = h("button", { type: "button", class: "confirm-yes primary", onclick: () => this.confirm() }, "Confirm");
+    this.cancelButton = h("button", { type: "button", class: "confirm-no", onclick: () => this.cancel() }, "Cancel");
+    this.confirmEl = h("div", { class: "confirm", hidden: true, role: "group", "aria-label": "Confirm" },
+      this.confirmText, this.confirmButton, this.cancelButton);
+    this.resultEl = h("p", { class: "result", role: "status", "aria-live": "polite" });
+
+    this.screenEl = h("pre", { class: "screen", tabindex: "0", "aria-label": "Screen", "aria-live": "off" });
+
+    this.sendInput = h("input", { type: "text", name: "text", class: "send-text", autocomplete: "off",
+      spellcheck: "false", placeholder: "Type to the agent…", "aria-label": "Text to send" });
+    this.sendButton = h("button", { type: "submit", class: "send-button" }, "Send");
+    this.sendHint = h("p", { class: "send-hint", hidden: true }, "Blocked: answer the prompt first.");
+    this.sendForm = h("form", { class: "send", onsubmit: (e) => { e.preventDefault(); this.send(); } },
+      this.sendInput, this.sendButton);
+
+    this.closeLarge = h("button", { type: "button", class: "close-large", onclick: () => this.setLarge(false) }, "Close");
+
+    this.el = h("article", { class: "card", id: `card-${id}`, "aria-labelledby": nameId, dataset: { id } },
+      h("header", { class: "card-head" },
+        h("h2", { id: nameId }, this.nameEl),
+        this.badge,
+        h("div", { class: "card-tools" }, this.largeButton, this.deleteButton, this.closeLarge)),
+      h("p", { class: "meta" }, this.agentEl, h("span", { class: "sep", "aria-hidden": "true" }, " · "), this.cwdEl),
+      this.detailsEl,
+      this.exitEl,
+      this.promptEl,
+      this.confirmEl,
+      this.resultEl,
+      this.screenEl,
+      this.sendForm,
+      this.sendHint);
+  }
+
+  // -- the session's record (from /ws/state) ----------------------------------------------
+  update(session) {
+    const prevState = this.session.state;
+    this.session = { ...this.session, ...session };
+    const s = this.session;
+    this.nameEl.textContent = s.name || s.id;
+    this.screenEl.setAttribute("aria-label", `Screen of ${s.name || s.id}`);
+    this.sendInput.setAttribute("aria-label", `Text to send to ${s.name || s.id}`);
+    const agent = s.agent || "no agent";
+    this.agentEl.textContent = s.launched_agent && s.launched_agent !== s.agent ? `${agent} (in ${s.launched_agent})` : agent;
+    this.agentEl.title = Array.isArray(s.command) ? `command: ${s.command.join(" ")}` : "";
+    this.cwdEl.textContent = shortPath(s.cwd);
+    this.cwdEl.title = s.cwd || "";
+    this.detailsEl.replaceChildren(
+      ...[["id", s.id], ["pid", s.pid], ["foreground", s.foreground], ["command", (s.command || []).join(" ")],
+        ["size", s.rows && s.cols ? `${s.rows}×${s.cols}` : null]]
+        .filter(([, v]) => v != null && v !== "")
+        .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
+
+    this.el.dataset.state = s.state;
+    this.badge.className = `badge badge-${s.state}`;
+    this.stateEl.textContent = s.state;
+    this.badge.title = `source: ${s.source ?? "—"} · rule: ${s.rule ?? "—"}${s.why ? `\n${s.why}` : ""}`;
+    this.badge.setAttribute("aria-label", `${s.state}; source ${s.source ?? "none"}, rule ${s.rule ?? "none"}`);
+    this.tick();
+
+    const exited = s.state === "exited";
+    this.exitEl.hidden = !exited && !s.error;
+    this.exitEl.textContent = [exited ? `Exited${s.exit_code != null ? ` with code ${s.exit_code}` : ""}.` : "",
+      s.error || ""].filter(Boolean).join(" ");
+    this.deleteButton.textContent = exited ? "Remove" : "Delete";
+
+    const blocked = s.state === "blocked";
+    this.sendInput.disabled = this.sendButton.disabled = blocked || exited;
+    this.sendHint.hidden = !blocked;
+    this.sendInput.placeholder = exited ? "The session has exited" : blocked ? "Blocked: answer the prompt first" : "Type to the agent…";
+    if (prevState !== s.state && this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
+    this.renderPrompt();
+  }
+
+  /** Refresh the time-in-state (called every second). */
+  tick() {
+    const since = this.session.since;
+    this.timeEl.textContent = since ? formatDuration(this.ctx.serverNow() - since) : "";
+  }
+
+  // -- the screen (from /ws/sessions/{id}/screen) -------------------------------------------
+  onFrame(msg) {
+    if (msg.type !== "screen") return;
+    if (msg.full || !this.screenSeen) {
+      this.rows = Array.isArray(msg.rows) ? msg.rows.slice() : this.rows;
+    } else if (msg.changed) {
+      for (const [index, text] of Object.entries(msg.changed)) this.rows[Number(index)] = text;
+    }
+    if (msg.size && this.rows.length > msg.size.rows) this.rows.length = msg.size.rows;
+    this.screenSeen = true;
+    this.cursor = msg.cursor || null;
+    if (msg.title !== undefined) this.session.title = msg.title;
+    this.queueRender();
+  }
+
+  queueRender() {
+    if (this.renderQueued) return;
+    this.renderQueued = true;
+    const run = () => { this.renderQueued = false; this.renderScreen(); };
+    if (document.hidden) setTimeout(run, 250);
+    else requestAnimationFrame(run);
+  }
+
+  renderScreen() {
+    const pre = this.screenEl;
+    const stick = !this.screenRendered || pre.scrollHeight - pre.scrollTop - pre.clientHeight < 8;
+    let rows = this.rows;
+    const c = this.cursor && !this.cursor.hidden ? this.cursor : null;
+    if (!this.large) {
+      // compact: no blank rows below the last text (or the cursor)
+      let last = rows.length - 1;
+      while (last >= 0 && !rows[last] && !(c && c.row === last)) last -= 1;
+      rows = rows.slice(0, last + 1);
+    }
+    const frag = document.createDocumentFragment();
+    if (c && c.row >= 0 && c.row < rows.length) {
+      const [before, under, after] = splitAtColumn(rows[c.row] || "", c.col);
+      frag.append(rows.slice(0, c.row).concat(before).join("\n"));
+      frag.append(h("span", { class: "cursor" }, under));
+      frag.append([after].concat(rows.slice(c.row + 1)).join("\n"));
+    } else {
+      frag.append(rows.join("\n"));
+    }
+    pre.replaceChildren(frag);
+    this.screenRendered = true;
+    if (stick) pre.scrollTop = pre.scrollHeight;
+    this.renderPrompt();
+  }
+
+  // -- the prompt's options -----------------------------------------------------------------
+  renderPrompt() {
+    const blocked = this.session.state === "blocked";
+    this.promptEl.hidden = !blocked;
+    if (!blocked) return;
+    const options = parseOptions(this.rows);
+    const key = JSON.stringify(options);
+    if (key === this.optionsKey && this.optionsEl.childElementCount) return; // keep focus and hover
+    this.optionsKey = key;
+    this.options = options;
+    const buttons = options.map((o) => h("button", {
+      type: "button",
+      class: `option${o.selected ? " selected" : ""}`,
+      dataset: { option: String(o.option) },
+      "aria-describedby": undefined,
+      onclick: () => this.ask({ kind: "answer", answer: { option: o.option }, label: `${o.option}. ${o.label}` }),
+    }, `${o.option}. ${o.label}`));
+    buttons.push(h("button", {
+      type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
+      onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
+    }, "Esc"));
+    this.optionsEl.replaceChildren(...buttons);
+    this.promptNote.textContent = options.length
+      ? ""
+      : this.screenSeen ? "No numbered options found on the screen; read it below." : "Loading the screen…";
+    if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
+        && !options.some((o) => o.option === this.pending.answer.option)) this.cancel();
+  }
+
+  // -- inline confirmation --------------------------------------------------------------------
+  ask(action) {
+    if (this.busy) return;
+    this.pending = action;
+    const name = this.session.name || this.id;
+    if (action.kind === "answer") {
+      this.confirmText.textContent = `Send ${action.label} to ${name}?`;
+      this.confirmButton.textContent = "Confirm";
+    } else {
+      this.confirmText.textContent = `Delete ${name}? This stops its process.`;
+      this.confirmButton.textContent = "Delete";
+    }
+    this.confirmButton.className = action.kind === "delete" ? "confirm-yes danger" : "confirm-yes primary";
+    this.confirmEl.hidden = false;
+    this.confirmButton.focus();
+  }
+
+  cancel() {
+    this.pending = null;
+    this.confirmEl.hidden = true;
+  }
+
+  async confirm() {
+    const action = this.pending;
+    if (!action || this.busy) return;
+    this.cancel();
+    if (action.kind === "delete") return this.remove();
+    this.setBusy(true);
+    this.showResult(`Sending ${action.label}…`, "pending");
+    try {
+      const r = await api.answer(this.id, action.answer);
+      if (r.took) this.showResult(`✓ Took: sent ${action.label}; now ${r.state}.`, "ok");
+      else this.showResult(`✗ Did not take: still ${r.state} after ${r.waited_s}s (${r.rule ?? "no rule"}).`, "warn");
+    } catch (err) {
+      this.showResult(err.status === 409 ? `Not sent: ${err.message}` : `Failed: ${err.message}`,
+        err.status === 409 ? "warn" : "error");
+    } finally {
+      this.setBusy(false);
+    }
+  }
+
+  askDelete() {
+    this.ask({ kind: "delete" });
+  }
+
+  async remove() {
+    this.setBusy(true);
+    this.showResult("Deleting…", "pending");
+    try {
+      await api.remove(this.id);
+      this.ctx.onDeleted(this.id); // the "deleted" event would remove it too
+    } catch (err) {
+      this.showResult(`Delete failed: ${err.message}`, "error");
+      this.setBusy(false);
+    }
+  }
+
+  setBusy(busy) {
+    this.busy = busy;
+    this.el.toggleAttribute("aria-busy", busy);
+    for (const b of this.optionsEl.querySelectorAll("button")) b.disabled = busy;
+    this.deleteButton.disabled = busy;
+  }
+
+  showResult(text, kind) {
+    this.resultEl.textContent = text;
+    this.resultEl.dataset.kind = kind;
+  }
+
+  // -- the send box ---------------------------------------------------------------------------
+  async send() {
+    const text = this.sendInput.value;
+    if (this.sendInput.disabled) return;
+    this.sendButton.disabled = true;
+    try {
+      await api.send(this.id, text, true);
+      this.showResult(text ? `Sent “${text.length > 40 ? `${text.slice(0, 40)}…` : text}”.` : "Sent Enter.", "ok");
+      if (this.sendInput.value === text) this.sendInput.value = "";
+    } catch (err) {
+      this.showResult(err.status === 409 ? `Not sent: ${err.message}` : `Send failed: ${err.message}`,
+        err.status === 409 ? "warn" : "error");
+    } finally {
+      this.sendButton.disabled = this.sendInput.disabled;
+    }
+  }
+
+  // -- large view -----------------------------------------------------------------------------
+  setLarge(open) {
+    if (this.large === open) return;
+    this.large = open;
+    this.el.classList.toggle("card-large", open);
+    this.largeButton.setAttribute("aria-expanded", String(open));
+    this.el.setAttribute("role", open ? "dialog" : "article");
+    if (open) this.el.setAttribute("aria-modal", "true");
+    else this.el.removeAttribute("aria-modal");
+    this.ctx.onLarge(this, open);
+    this.renderScreen();
+    (open ? this.closeLarge : this.largeButton).focus();
+  }
+
+  /** The screen socket is down: try again now (the state socket is back). */
+  resume() {
+    this.screenSocket.retryNow();
+  }
+
+  destroy() {
+    this.screenSocket.stop();
+    if (this.large) this.setLarge(false);
+    this.el.remove();
+  }
+}
