@@ -126,7 +126,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     runtime = runtime or Runtime(
         store, sweep_ms=settings.sweep_ms, mode=settings.mode, settle_ms=settings.settle_ms,
         cap_ms=settings.cap_ms, report_freshness=settings.report_freshness_s, notifier=notifier,
-        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
+        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
     )
 
     @asynccontextmanager

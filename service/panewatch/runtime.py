@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .backends import screen_class
 from .hooks import claude_settings, state_from_payload
 from .manifest import ManifestStore
 from .notify import Notifier
@@ -129,8 +130,11 @@ class Runtime:
         notifier: Notifier | None = None,
         service_url: str = "",
         manifest_check_s: float = 1.0,
+        backend: str = "pyte",
     ) -> None:
         self.store = store
+        screen_class(backend)  # a backend that is not installed fails here, not at the first session
+        self.backend = backend
         self.sweep_s = sweep_ms / 1000
         self.mode: Mode = mode
         self.events = EventHub()
@@ -199,7 +203,7 @@ class Runtime:
         sid = secrets.token_hex(4)
         while sid in self.sessions:
             sid = secrets.token_hex(4)
-        session = Session(sid, spec, argv, spec.agent, self.clock)
+        session = Session(sid, spec, argv, spec.agent, self.clock, backend=self.backend)
         extra = {
             **spec.env,
             "PANEWATCH_SESSION": sid,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .manifest import CompiledManifest, ManifestStore, Verdict
 from .procinfo import Program, is_shell, program_name
 from .ptyproc import PtyProcess
-from .screen import Screen
+from .backends import ScreenLike, make_screen
 from .signals import Decision, Report, combine, report_is_fresh
 
 RAW_RING = 64 * 1024
@@ -45,7 +45,7 @@ class Session:
     """A pane. Owns the PTY process, the screen, the raw ring buffer and the state record."""
 
     def __init__(self, sid: str, spec: SessionSpec, argv: list[str], agent: str | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], backend: str = "pyte") -> None:
         self.id = sid
         self.spec = spec
         self.argv = argv
@@ -55,7 +55,7 @@ class Session:
         self.clock = clock
         self.created = time.time()
         self.report_token = secrets.token_urlsafe(24)
-        self.screen = Screen(spec.rows, spec.cols, reply=self._reply)
+        self.screen: ScreenLike = make_screen(backend, spec.rows, spec.cols, reply=self._reply)
         self.proc: PtyProcess | None = None
         self.raw = bytearray()
         self.pending = bytearray()  # read from the PTY, not yet fed to the screen
