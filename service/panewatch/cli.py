@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
+from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
 from .screen import Screen
 from .tail import strip_tail
@@ -130,12 +131,9 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
-    flags = {k: getattr(args, k) for k in ("host", "port", "token", "sweep_ms", "mode", "manifests", "config")}
     try:
-        from .config import load_settings
-
-        settings = load_settings(**flags)
-    except ValueError as exc:
+        settings = settings_or_error(flags_from_namespace(args))
+    except ConfigError as exc:
         raise CliError(f"bad configuration: {exc}") from None
     return serve(settings)
 
@@ -171,13 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fixtures)
 
     p = sub.add_parser("serve", help="run the service (HTTP, WebSockets, dashboard)")
-    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
-    p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN, else a random one, printed)")
-    p.add_argument("--sweep-ms", type=int, dest="sweep_ms", help="classification sweep interval (default 700)")
-    p.add_argument("--mode", choices=["sweep", "change"], help="sweep (default) or change-driven classification")
-    p.add_argument("--manifests", metavar="DIR", help="extra manifest folder, overriding the bundled ones")
-    p.add_argument("--config", metavar="FILE", help="TOML file with any option (see README)")
+    add_settings_arguments(p)  # every option of the Settings model, e.g. --transcripts DIR
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("wait", help="wait until a session reaches a state (exit 0), or time out (exit 1)")

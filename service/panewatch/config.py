@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
+import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError,
+                               TomlConfigSettingsSource)
 
 
 class Settings(BaseSettings):
@@ -68,3 +72,118 @@ def load_settings(**flags: Any) -> Settings:
     if path and not Path(path).is_file():
         raise ValueError(f"config file {path} not found")
     return Settings(**given)
+
+
+# --- every option as a flag, and errors as one line ---------------------------------------------
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used, said in one line naming the option and its origin."""
+
+
+#: Options whose values are never repeated back in an error message.
+SECRET_FIELDS = frozenset({"token"})
+
+
+def _list_fields() -> set[str]:
+    return {n for n, f in Settings.model_fields.items() if get_origin(f.annotation) is list}
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    return "PANEWATCH_" + field.upper()
+
+
+def _metavar(annotation: Any) -> str | None:
+    choices = [a for a in get_args(annotation) if isinstance(a, str)] if get_origin(annotation) is Literal else []
+    return "{" + ",".join(choices) + "}" if choices else None
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``Settings`` field, generated so that a new option is never forgotten.
+
+    Values stay strings here: pydantic validates them with the same rules as the
+    environment and the file, so every source gets the same one-line error.
+    """
+    for name, field in Settings.model_fields.items():
+        default = "none" if field.default is None else field.get_default(call_default_factory=True)
+        help_text = f"{field.description} (env {env_name(name)}; default {default})"
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
+        if field.annotation is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif get_origin(field.annotation) is list:
+            kwargs.update(action="append", metavar="VALUE")
+            kwargs["help"] = f"{field.description}; repeat the flag for several (env {env_name(name)} " \
+                             "as a JSON list; default none)"
+        elif Path in get_args(field.annotation):
+            kwargs["metavar"] = "FILE" if name == "config" else "DIR"
+        else:
+            kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
+        parser.add_argument(flag_name(name), **kwargs)
+
+
+def flags_from_namespace(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given on the command line (absent ones are left to the other sources)."""
+    return {name: getattr(args, name) for name in Settings.model_fields if hasattr(args, name)}
+
+
+def _origin(name: str, flags: dict[str, Any], config_path: str | None) -> str:
+    if name in flags:
+        return flag_name(name)
+    if env_name(name) in os.environ:
+        return env_name(name)
+    if config_path:
+        return f"{name} in {config_path}"
+    return "default"
+
+
+def _one_line(exc: ValidationError, flags: dict[str, Any], config_path: str | None) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err["loc"]]
+        name = loc[0] if loc else "?"
+        where = _origin(name, flags, config_path) if name in Settings.model_fields else (
+            f"in {config_path}" if config_path else "")
+        shown = "input" in err and not isinstance(err["input"], dict) and name not in SECRET_FIELDS
+        got = f" (got {err['input']!r})" if shown else ""
+        msg = err["msg"] if name in Settings.model_fields else "unknown option"
+        parts.append(f"{'.'.join(loc)} ({where}): {msg}{got}" if where else f"{'.'.join(loc)}: {msg}{got}")
+    return "; ".join(parts)
+
+
+def settings_or_error(flags: dict[str, Any]) -> Settings:
+    """``load_settings`` whose every failure is a ``ConfigError`` with a one-line message."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    config_path = given.get("config") or os.environ.get("PANEWATCH_CONFIG")
+    try:
+        return load_settings(**given)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, given, config_path and str(config_path))) from None
+    except SettingsError as exc:  # a value the environment source could not even parse (JSON lists)
+        found = re.search(r'field "(\w+)"', str(exc))
+        name = found.group(1) if found else None
+        hint = " as a JSON list, e.g. '[\"http://a\"]'" if name in _list_fields() else ""
+        raise ConfigError(f"{name} ({env_name(name)}): cannot parse the value{hint}" if name else str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {config_path} is not valid TOML: {exc}") from None
+    except (ValueError, OSError) as exc:
+        raise ConfigError(" ".join(str(exc).split())) from None
+
+
+def options_table() -> str:
+    """The README's table of options, made from the model so the two cannot drift apart."""
+    rows = ["| flag | environment | TOML key | default | meaning |", "| --- | --- | --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = "—" if default is None else ("[]" if default == [] else str(default).lower()
+                                              if isinstance(default, bool) else str(default))
+        flag = flag_name(name) if field.annotation is not bool else f"{flag_name(name)} / --no-{flag_name(name)[2:]}"
+        key = "—" if name == "config" else f"`{name}`"
+        meaning = field.description or ""
+        if get_origin(field.annotation) is list:
+            meaning += " (flag repeated; env a JSON list, e.g. `'[\"http://a\"]'`)"
+        rows.append(f"| `{flag}` | `{env_name(name)}` | {key} | `{shown}` | {meaning} |")
+    return "\n".join(rows)
