@@ -7,6 +7,7 @@ desktop and phone layouts are saved under ``artifacts/``.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,7 +106,9 @@ def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) 
         expect(card.locator(".badge-state")).to_have_text("idle")
         expect(card.locator(".agent")).to_have_text("claude")
         expect(card.locator(".screen")).to_contain_text("hello from the card")
+        expect(card.locator(".badge-time")).to_have_text(re.compile(r"^\d+s$"))
         expect(page).to_have_title("Panewatch")
+        expect(page.get_by_label("Sound")).not_to_be_checked()  # a sound only when asked for
     finally:
         context.close()
         server.delete_all()
@@ -182,6 +185,11 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(confirm.locator(".confirm-text")).to_have_text("Send 1. Yes to asker?")
     expect(card.locator(".confirm-yes")).to_be_focused()
     card.get_by_role("button", name="Cancel").click()
+    expect(confirm).to_be_hidden()
+    expect(options.first).to_be_focused()  # back where the user was
+    options.filter(has_text="2. No").click()
+    expect(confirm.locator(".confirm-text")).to_have_text("Send 2. No to asker?")
+    page.keyboard.press("Escape")
     expect(confirm).to_be_hidden()
     assert any("❯ 1. Yes" in row for row in server.screen(sid))  # still asking
     expect(card.locator(".badge-state")).to_have_text("blocked")
@@ -368,8 +376,6 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
         expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
         expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line")
         expect(page.locator("#cards > .card").first).to_have_attribute("data-id", asker)
-        page.get_by_role("button", name="New session").click()
-        expect(page.locator("#new-session select[name=agent] option[value=claude]")).to_have_count(1)
 
         def overflow() -> int:
             return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -382,6 +388,10 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
         assert screen.evaluate("el => el.scrollWidth > el.clientWidth")  # the screen scrolls, not the page
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard-phone.png"), full_page=True)
+
+        page.get_by_role("button", name="New session").click()
+        expect(page.locator("#new-session select[name=agent] option[value=claude]")).to_have_count(1)
+        assert overflow() <= 0
 
         card_of(page, wide).get_by_role("button", name="Open large").click()
         expect(card_of(page, wide)).to_have_class("card card-large")

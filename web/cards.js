@@ -80,7 +80,8 @@ export class Card {
     this.nameEl = h("span", { class: "name" });
     this.stateEl = h("span", { class: "badge-state" });
     this.timeEl = h("span", { class: "badge-time" });
-    this.badge = h("span", { class: "badge", role: "status" }, this.stateEl, " ", this.timeEl);
+    this.badgeWhy = h("span", { class: "sr-only" });
+    this.badge = h("span", { class: "badge" }, this.stateEl, " ", this.timeEl, this.badgeWhy);
     this.largeButton = h("button", { type: "button", class: "open-large", "aria-expanded": "false",
       onclick: () => this.setLarge(!this.large) }, "Open large");
     this.deleteButton = h("button", { type: "button", class: "delete danger", onclick: () => this.askDelete() }, "Delete");
@@ -96,9 +97,15 @@ export class Card {
 
     this.confirmText = h("span", { class: "confirm-text" });
     this.confirmButton = h("button", { type: "button", class: "confirm-yes primary", onclick: () => this.confirm() }, "Confirm");
-    this.cancelButton = h("button", { type: "button", class: "confirm-no", onclick: () => this.cancel() }, "Cancel");
+    this.cancelButton = h("button", { type: "button", class: "confirm-no", onclick: () => this.cancel(true) }, "Cancel");
     this.confirmEl = h("div", { class: "confirm", hidden: true, role: "group", "aria-label": "Confirm" },
       this.confirmText, this.confirmButton, this.cancelButton);
+    this.confirmEl.addEventListener("keydown", (e) => {
+      if (e.key !== "Escape") return;
+      e.preventDefault();
+      e.stopPropagation(); // not the large view's Escape
+      this.cancel(true);
+    });
     this.resultEl = h("p", { class: "result", role: "status", "aria-live": "polite" });
 
     this.screenEl = h("pre", { class: "screen", tabindex: "0", "aria-label": "Screen", "aria-live": "off" });
@@ -151,7 +158,7 @@ export class Card {
     this.badge.className = `badge badge-${s.state}`;
     this.stateEl.textContent = s.state;
     this.badge.title = `source: ${s.source ?? "—"} · rule: ${s.rule ?? "—"}${s.why ? `\n${s.why}` : ""}`;
-    this.badge.setAttribute("aria-label", `${s.state}; source ${s.source ?? "none"}, rule ${s.rule ?? "none"}`);
+    this.badgeWhy.textContent = ` (source ${s.source ?? "none"}, rule ${s.rule ?? "none"})`;
     this.tick();
 
     const exited = s.state === "exited";
@@ -163,7 +170,7 @@ export class Card {
     const blocked = s.state === "blocked";
     this.sendInput.disabled = this.sendButton.disabled = blocked || exited;
     this.sendHint.hidden = !blocked;
-    this.sendInput.placeholder = exited ? "The session has exited" : blocked ? "Blocked: answer the prompt first" : "Type to the agent…";
+    this.sendInput.placeholder = exited ? "The session has exited" : "Type to the agent…";
     if (prevState !== s.state && this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
     this.renderPrompt();
   }
@@ -237,7 +244,6 @@ export class Card {
       type: "button",
       class: `option${o.selected ? " selected" : ""}`,
       dataset: { option: String(o.option) },
-      "aria-describedby": undefined,
       onclick: () => this.ask({ kind: "answer", answer: { option: o.option }, label: `${o.option}. ${o.label}` }),
     }, `${o.option}. ${o.label}`));
     buttons.push(h("button", {
@@ -255,6 +261,7 @@ export class Card {
   // -- inline confirmation --------------------------------------------------------------------
   ask(action) {
     if (this.busy) return;
+    if (!this.pending) this.returnFocus = document.activeElement;
     this.pending = action;
     const name = this.session.name || this.id;
     if (action.kind === "answer") {
@@ -269,9 +276,17 @@ export class Card {
     this.confirmButton.focus();
   }
 
-  cancel() {
+  /** Withdraw the question; `restoreFocus` when the user cancelled it. */
+  cancel(restoreFocus = false) {
+    const hadFocus = this.confirmEl.contains(document.activeElement);
     this.pending = null;
     this.confirmEl.hidden = true;
+    if (hadFocus) {
+      const back = restoreFocus && this.returnFocus && this.returnFocus.isConnected && !this.returnFocus.disabled
+        ? this.returnFocus : this.screenEl;
+      back.focus({ preventScroll: true });
+    }
+    this.returnFocus = null;
   }
 
   async confirm() {
