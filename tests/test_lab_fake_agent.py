@@ -27,7 +27,8 @@ ROWS, COLS = 30, 100
 PROMPT_HEADER = re.compile(rb"(Bash|Create|Edit)\x1b\[\d+G(command|file)")
 
 
-def plan(seed: int, n: int, speed: float, prompt_prob: float = 1.0, question_prob: float = 0.3) -> list[fake_agent.Turn]:
+def plan(seed: int, n: int, speed: float, prompt_prob: float = 1.0,
+         question_prob: float = 0.3) -> list[fake_agent.Turn]:
     rng = random.Random(seed)
     return [fake_agent.plan_turn(rng, WORDING, speed, prompt_prob, question_prob) for _ in range(n)]
 
@@ -129,7 +130,8 @@ def test_states_in_the_side_file_follow_the_seeded_plan(start: Any) -> None:
         agent.wait_state("idle", idle + 1)
         expected.append("idle")
         # the side file is written right after the screen; let the reader catch up
-        assert agent.s.wait_for(lambda t: squash(turn.reply) in squash(t) and "? for shortcuts" in t, 2)
+        reply = squash(turn.reply)
+        assert agent.s.wait_for(lambda t, reply=reply: reply in squash(t) and "? for shortcuts" in t, 2)
         text = agent.s.text()
         assert f"❯ task number {n}" in text and "Do you want to" not in text
         # earlier turns' questions may still be on screen (the seed's point): look at this turn only

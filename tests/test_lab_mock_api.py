@@ -75,7 +75,8 @@ TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 SYSTEM_TEXT = "You are Claude Code.\n - Primary working directory: /work/proj\n"
 
 
-def body(*messages: dict[str, Any], stream_: bool = True, tools: list[Any] | None = TOOLS, **extra: Any) -> dict[str, Any]:
+def body(*messages: dict[str, Any], stream_: bool = True, tools: list[Any] | None = TOOLS,
+         **extra: Any) -> dict[str, Any]:
     return {"model": "claude-opus-5-5", "max_tokens": 1000, "stream": stream_, "tools": tools,
             "system": [{"type": "text", "text": SYSTEM_TEXT}], "messages": list(messages), **extra}
 
@@ -91,7 +92,8 @@ def tool_round(task: str, name: str, result: str, error: bool = False) -> list[d
     return [
         user(task),
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result, "is_error": error}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": result, "is_error": error}]},
     ]
 
 

@@ -172,6 +172,8 @@ def tool_line(tool: dict[str, Any]) -> str:
 
 # -- the agent -------------------------------------------------------------------------------
 class Agent:
+    """Reads tasks, plays the seeded turns, draws them and records the truth."""
+
     def __init__(self, args: argparse.Namespace, wording: dict[str, Any]) -> None:
         self.args, self.w = args, wording
         self.rng = random.Random(args.seed)

@@ -70,7 +70,7 @@ class PtySession:
         self.exit_status: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "PtySession":
+    def start(self) -> PtySession:
         """Fork the child on a new PTY (it becomes the session leader with the PTY as its tty)."""
         env = dict(self.env) if self.env is not None else dict(os.environ)
         argv = list(self.argv)
@@ -120,7 +120,7 @@ class PtySession:
             time.sleep(0.02)
         return False
 
-    def __enter__(self) -> "PtySession":
+    def __enter__(self) -> PtySession:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -90,7 +90,8 @@ class Scenario(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     #: Answer for a main request no step fits, so the CLI never waits on the mock.
     fallback: Step = Field(default_factory=lambda: Step(id="fallback", text="OK."))
-    side_fallback: Step = Field(default_factory=lambda: Step(id="side-fallback", when=When(kind="side"), text="Mock reply"))
+    side_fallback: Step = Field(
+        default_factory=lambda: Step(id="side-fallback", when=When(kind="side"), text="Mock reply"))
 
     def pacing_for(self, step: Step) -> Pacing:
         if step.pacing is None:
@@ -150,7 +151,8 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     system = body.get("system")
     system_text = system if isinstance(system, str) else _text_of(system)
-    everything = system_text + "\n" + "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    system_turns = [_text_of(m.get("content")) for m in messages if m.get("role") == "system"]
+    everything = "\n".join([system_text, *system_turns])
     all_text = everything + "\n" + "\n".join(_text_of(m.get("content")) for m in messages)
     cwd_match = _CWD.search(everything) or _CWD.search(all_text)
     plan_matches = _PLAN_FILE.findall(all_text)
