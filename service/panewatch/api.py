@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import (FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response,
+                               StreamingResponse)
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.websockets import WebSocketState
 
 from . import __version__
+from . import transcript as transcripts
 from .auth import COOKIE, origin_allowed, presented_token, token_matches
 from .config import Settings
 from .hooks import UnknownPayload
@@ -127,6 +129,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         store, sweep_ms=settings.sweep_ms, mode=settings.mode, settle_ms=settings.settle_ms,
         cap_ms=settings.cap_ms, report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
+        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
     )
 
     @asynccontextmanager
@@ -285,6 +288,18 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         session_or_404(sid)
         session = runtime.resize(sid, body.rows, body.cols)
         return session.info()
+
+    @app.get("/api/sessions/{sid}/transcript", dependencies=auth, tags=["sessions"], response_class=Response,
+             responses={200: {"content": {transcripts.MEDIA_TYPE: {}}}, 404: {"description": "not recorded"}})
+    async def transcript(sid: str) -> Response:
+        """The session's asciicast v2 recording (also of a deleted session whose file is kept)."""
+        live = runtime.sessions.get(sid)
+        found = await transcripts.recorded(live.transcript if live else None, settings.transcripts, sid)
+        if found is None:
+            raise HTTPException(404, f"no recording of session {sid!r} (recordings: --transcripts DIR)")
+        path, size = found
+        return StreamingResponse(transcripts.file_chunks(path, size), media_type=transcripts.MEDIA_TYPE, headers={
+            "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{sid}.cast"'})
 
     # -- hook reports ----------------------------------------------------------------------
     @app.post("/report", status_code=202, tags=["hooks"])

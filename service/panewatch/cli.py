@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
+from . import transcript
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
 from .screen import Screen
@@ -50,22 +51,36 @@ def render(data: bytes, rows: int, cols: int) -> Screen:
     return screen
 
 
+def _screen_of(path: str, args: argparse.Namespace) -> Screen:
+    """The screen a raw capture (at --rows x --cols) or a .cast recording (at its moment --at) shows."""
+    if path.endswith(".cast"):
+        try:
+            return transcript.replay(transcript.read_cast(path), args.at)
+        except transcript.CastError as exc:
+            raise CliError(str(exc)) from None
+    if args.at is not None:
+        raise CliError(f"--at needs a .cast recording, not {path}")
+    return render(_read(path), args.rows, args.cols)
+
+
 def _add_screen_args(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--agent", default="claude", help="manifest to classify with (default: claude)")
-    p.add_argument("--rows", type=int, default=32, help="terminal rows (default 32)")
-    p.add_argument("--cols", type=int, default=120, help="terminal columns (default 120)")
+    p.add_argument("--rows", type=int, default=32, help="terminal rows (default 32; a .cast gives its own)")
+    p.add_argument("--cols", type=int, default=120, help="terminal columns (default 120; a .cast gives its own)")
+    p.add_argument("--at", type=float, metavar="SECONDS",
+                   help="for .cast recordings: the moment to look at, in seconds (default: the end)")
     p.add_argument("--manifests", metavar="DIR", help="extra manifest folder, overriding the bundled ones")
     if many:
-        p.add_argument("files", nargs="+", metavar="FILE", help="raw PTY capture(s)")
+        p.add_argument("files", nargs="+", metavar="FILE", help="raw PTY capture(s) or .cast recording(s)")
     else:
-        p.add_argument("file", metavar="FILE", help="raw PTY capture")
+        p.add_argument("file", metavar="FILE", help="raw PTY capture or .cast recording")
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
     manifest = _manifest(_store(args.manifests), args.agent)
     results = []
     for path in args.files:
-        screen = render(_read(path), args.rows, args.cols)
+        screen = _screen_of(path, args)
         verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
         results.append({"file": path, "state": verdict.state, "rule": verdict.rule})
     if args.json:
@@ -78,10 +93,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     manifest = _manifest(_store(args.manifests), args.agent)
-    screen = render(_read(args.file), args.rows, args.cols)
+    screen = _screen_of(args.file, args)
     lines = screen.lines()
-    width = args.cols
-    print(f"screen {args.rows}x{args.cols}  cursor {screen.cursor.row},{screen.cursor.col}"
+    width = screen.cols
+    print(f"screen {screen.rows}x{screen.cols}  cursor {screen.cursor.row},{screen.cursor.col}"
           f"  title {screen.title!r}")
     print("┌" + "─" * width + "┐")
     for line in lines:
@@ -95,6 +110,24 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for ev in trace.evidence:
             print(f"           matched: {ev!r}")
     print(f"verdict: {verdict.state} ({verdict.rule or 'no rule'}): {verdict.why}")
+    return 0
+
+
+def cmd_cast_to_raw(args: argparse.Namespace) -> int:
+    """A moment of a recording as a raw fixture file: every output byte up to --at."""
+    try:
+        moment = transcript.raw_until(transcript.read_cast(args.file), args.at)
+    except transcript.CastError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        Path(args.output).write_bytes(moment.data)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"wrote {len(moment.data)} bytes to {args.output}; replay it at rows = {moment.rows}, "
+          f"cols = {moment.cols}", file=sys.stderr)
+    if moment.resized:
+        print("panewatch: the terminal was resized before this moment; a raw file replays at one size, "
+              "so its screen may differ from the recording's", file=sys.stderr)
     return 0
 
 
@@ -144,6 +177,12 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return wait_for_state(args.session, args.until, timeout=args.timeout, url=args.url, token=args.token)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import cmd_bench as run_bench
+
+    return run_bench(args)
+
+
 def cmd_lab(args: argparse.Namespace, rest: list[str]) -> int:
     from .lab.cli import main as lab_main
 
@@ -154,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="panewatch", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("classify", help="classify raw PTY captures: FILE STATE RULE")
+    p = sub.add_parser("classify", help="classify raw PTY captures or .cast recordings: FILE STATE RULE")
     _add_screen_args(p, many=True)
     p.add_argument("--json", action="store_true", help="print a JSON array of {file, state, rule}")
     p.set_defaults(func=cmd_classify)
@@ -162,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="show the emulated screen and every rule's outcome")
     _add_screen_args(p, many=False)
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("cast-to-raw", help="turn a moment of a .cast recording into a raw fixture file")
+    p.add_argument("file", metavar="FILE", help="asciicast v2 recording (GET /api/sessions/ID/transcript)")
+    p.add_argument("--at", type=float, metavar="SECONDS", help="the moment, in seconds (default: the end)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.raw", help="raw file to write")
+    p.set_defaults(func=cmd_cast_to_raw)
 
     p = sub.add_parser("fixtures", help="truth vs byte-tail vs emulated-screen verdicts for fixture folders")
     p.add_argument("dir", nargs="?", help="fixture folder or root (default: the bundled fixtures/)")
@@ -179,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="service URL (default: $PANEWATCH_URL or http://127.0.0.1:8765)")
     p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN)")
     p.set_defaults(func=cmd_wait)
+
+    p = sub.add_parser("bench", help="benchmark: detection latency, many agents, floods, emulator speed")
+    from .bench import build_parser as add_bench_arguments
+
+    add_bench_arguments(p)
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("lab", help="mock model API, fake agent, captures, evaluation", add_help=False)
     p.set_defaults(func=None)

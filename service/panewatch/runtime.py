@@ -15,6 +15,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from .notify import Notifier
 from .ptyproc import PtyProcess, SpawnError
 from .session import Session, SessionSpec, child_env, expand_command, resolve_program
 from .signals import Decision, Report
+from .transcript import Transcript
 
 log = logging.getLogger("panewatch.runtime")
 
@@ -131,8 +133,12 @@ class Runtime:
         service_url: str = "",
         manifest_check_s: float = 1.0,
         backend: str = "pyte",
+        transcripts: Path | str | None = None,
+        transcript_max_bytes: int = 50 * 1024 * 1024,
     ) -> None:
         self.store = store
+        self.transcripts = Path(transcripts) if transcripts else None
+        self.transcript_max_bytes = transcript_max_bytes
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
         self.backend = backend
         self.sweep_s = sweep_ms / 1000
@@ -158,6 +164,9 @@ class Runtime:
         self.classifications = 0
         self.transitions: dict[str, int] = {}
         self.emulated_bytes = 0
+        self.sweep_seconds_sum = 0.0
+        self.gone_bytes_read = 0  # of deleted sessions, so /metrics counters never go down
+        self.gone_bytes_fed = 0
 
     # -- lifecycle -------------------------------------------------------------------------
     def clock(self) -> float:
@@ -180,6 +189,7 @@ class Runtime:
         for s in list(self.sessions.values()):
             if s.proc:
                 s.proc.close()
+        await asyncio.gather(*(s.transcript.aclose() for s in self.sessions.values() if s.transcript))
         await self.notifier.aclose()
 
     # -- sessions --------------------------------------------------------------------------
@@ -232,10 +242,21 @@ class Runtime:
             self.events.publish({"type": "created", "session": session.info()})
             self._apply(session, session.classify(self.store, self.freshness))
             return session
+        self._record(session)
         session.sample_foreground()
         self.events.publish({"type": "created", "session": session.info()})
         self._apply(session, Decision("working", "process", os.path.basename(argv[0]), "starting"), force=True)
         return session
+
+    def _record(self, session: Session) -> None:
+        """Start the session's asciicast recording, when recordings are on."""
+        if self.transcripts is None or self.loop is None:
+            return
+        session.transcript = Transcript(
+            self.transcripts / f"{session.id}.cast", rows=session.screen.rows, cols=session.screen.cols,
+            max_bytes=self.transcript_max_bytes, loop=self.loop, title=session.name, command=session.argv,
+            session=session.id)
+        session.output_listeners.append(session.transcript.output)
 
     def get(self, sid: str) -> Session:
         try:
@@ -248,6 +269,10 @@ class Runtime:
         await self._terminate(session)
         if session.proc:
             session.proc.close()
+        if session.transcript:
+            await session.transcript.aclose()
+        self.gone_bytes_read += session.bytes_read
+        self.gone_bytes_fed += session.bytes_fed
         self.sessions.pop(sid, None)
         timer = self._timers.pop(sid, None)
         if timer:
@@ -266,6 +291,8 @@ class Runtime:
         session = self.get(sid)
         session.feed_all()
         session.screen.resize(rows, cols)
+        if session.transcript:
+            session.transcript.resize(rows, cols)
         if session.proc and session.proc.alive:
             session.proc.resize(rows, cols)
         for notify in list(session.watchers):
@@ -360,6 +387,7 @@ class Runtime:
                 self._maybe_classify(session, now)
             self.sweeps += 1
             self.sweep_seconds.append(time.perf_counter() - t0)
+            self.sweep_seconds_sum += self.sweep_seconds[-1]
             if len(self.sweep_seconds) > 2048:
                 del self.sweep_seconds[:1024]
 

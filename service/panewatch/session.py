@@ -15,6 +15,7 @@ from .procinfo import Program, is_shell, program_name
 from .ptyproc import PtyProcess
 from .backends import ScreenLike, make_screen
 from .signals import Decision, Report, combine, report_is_fresh
+from .transcript import Transcript
 
 RAW_RING = 64 * 1024
 
@@ -80,6 +81,8 @@ class Session:
         self.classified: tuple[int, int, int | None, int] | None = None
         self.watchers: set[Callable[[], None]] = set()
         self.output_listeners: list[Callable[[bytes], None]] = []
+        self.transcript: Transcript | None = None  # set by the runtime when recordings are on
+        self.bytes_fed = 0  # bytes emulated so far (for /metrics)
 
     # -- PTY plumbing ----------------------------------------------------------------------
     def _reply(self, data: bytes) -> None:
@@ -104,6 +107,7 @@ class Session:
         chunk = bytes(self.pending[:budget])
         del self.pending[: len(chunk)]
         self.screen.feed(chunk)
+        self.bytes_fed += len(chunk)
         for notify in list(self.watchers):
             notify()
         return len(chunk)
@@ -213,6 +217,7 @@ class Session:
             "title": self.screen.title,
             "created": self.created,
             "bytes_read": self.bytes_read,
+            "transcript": self.transcript.info() if self.transcript else None,
         }
 
 
