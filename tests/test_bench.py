@@ -1,0 +1,146 @@
+"""The benchmark runs end to end and prints every figure; its parts say what they measure.
+
+No timing is asserted anywhere: figures vary with the machine, the benchmark only reports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from panewatch import backends
+from panewatch.bench import Delays, EventLog, match_delays, pct
+from panewatch.bench_agent import BLOCKED, IDLE, Painter
+from panewatch.bench_streams import GENERATORS, measure
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.runtime import Runtime
+from panewatch.session import SessionSpec
+
+
+def test_quick_bench_prints_every_figure(tmp_path):
+    out_json = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "panewatch", "bench", "--quick", "--json", str(out_json)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
+    for heading in ("## 1. Prompt drawn", "## 2. Many agents", "## 3. One pane flooding", "## 4. Screen feed"):
+        assert heading in text, text
+    for label in ("median", "p99", "max", "server CPU", "RSS/session", "sweep p99", "loop lag p99",
+                  "API p99", "emulated", "change/sweep", "pyte + wrapper", "pyte (bare)"):
+        assert label in text, label
+    figures = json.loads(out_json.read_text())
+    for mode in ("sweep", "change"):
+        row = figures["latency"][mode]
+        assert row["prompts"] >= 1, row  # a prompt was drawn and its event seen
+        assert all(math.isfinite(row[k]) for k in ("median", "p99", "max", "cpu_s"))
+    for row in figures["scale"]:
+        assert row["cpu_share"] > 0 and row["rss_per_session"] != 0 and math.isfinite(row["lag_p99"])
+    for row in figures["flood"]:
+        assert row["flood"]["emulated_per_s"] > 0  # the flood pane really was emulated
+        assert math.isfinite(row["flood"]["api_p99"])
+    engines = {r["engine"] for r in figures["throughput"]}
+    assert {"pyte (bare)", "pyte + wrapper"} <= engines
+    assert all(r["mb_per_s"] > 0 for r in figures["throughput"])
+
+
+def _events(pairs: dict[str, list[tuple[float, str]]]) -> EventLog:
+    log = EventLog()
+    log.by_session.update(pairs)
+    return log
+
+
+def test_delays_match_each_drawn_change_to_the_first_event_after_it():
+    truth = {"a": [(10.0, "working"), (11.0, "blocked"), (12.0, "working"), (13.0, "idle"), (14.0, "working")]}
+    events = _events({"a": [(10.1, "working"), (11.05, "blocked"), (12.3, "working"), (14.02, "working")]})
+    d = match_delays(truth, events, start=10.5, end=20.0)
+    assert d.total == 4
+    assert d.missed == 1  # the idle screen was never reported
+    assert d.prompts == pytest.approx([0.05])
+    assert sorted(d.changes) == pytest.approx([0.02, 0.05, 0.3])
+
+
+def test_an_event_before_the_previous_change_is_not_taken_for_a_later_one():
+    truth = {"a": [(0.0, "blocked"), (1.0, "working"), (2.0, "blocked"), (3.0, "working")]}
+    # the second prompt was never reported: the first one's event must not stand in for it
+    d = match_delays(truth, _events({"a": [(0.03, "blocked"), (1.04, "working")]}), start=0.5, end=2.5)
+    assert d.total == 2 and d.missed == 1 and d.prompts == []
+    # an event seen a hair before the agent noted its clock (it was descheduled) counts as no delay
+    d = match_delays(truth, _events({"a": [(0.03, "blocked"), (1.04, "working"), (1.999, "blocked")]}),
+                     start=0.5, end=2.5)
+    assert d.missed == 0 and d.prompts == [0.0]
+
+
+def test_percentile_is_nearest_rank():
+    values = list(range(1, 101))
+    assert pct(values, 50) == 50 and pct(values, 99) == 99 and pct(values, 100) == 100
+    assert math.isnan(pct([], 99))
+    assert Delays().total == 0
+
+
+@pytest.mark.parametrize("backend", backends.available())
+def test_bench_agent_screens_classify_as_the_agent_says(backend):
+    """The scripted agent's phases read as working / blocked / idle under the claude manifest."""
+    manifest = ManifestStore.from_dirs(bundled_manifest_dir(), None).get("claude")
+    screen = backends.make_screen(backend, 32, 120)
+    r, w = os.pipe()
+    paint = Painter(fd=w)
+
+    def state() -> str:
+        screen.feed(os.read(r, 1 << 20))
+        return manifest.classify(screen.lines(), screen.title, screen.cursor.row).state
+
+    paint.write("\x1b[2J\x1b[H" + "history\r\n" * 5)
+    paint.working()
+    assert state() == "working"
+    paint.spin()
+    assert state() == "working"
+    paint.phase(BLOCKED)
+    assert state() == "blocked"
+    paint.working()
+    assert state() == "working" and "Do you want" not in screen.text()
+    paint.phase(["● Done.", *IDLE])
+    assert state() == "idle"
+    os.close(r)
+    os.close(w)
+
+
+def test_throughput_is_measured_for_every_stream():
+    for name, gen in GENERATORS.items():
+        data = gen(20_000)
+        assert len(data) >= 20_000, name
+        mbs, fed = measure(lambda: backends.make_screen("pyte", 32, 120).feed, data, 0.0)
+        assert mbs > 0 and fed == len(data)
+
+
+def test_unknown_backend_is_refused_when_the_runtime_is_made():
+    store = ManifestStore.from_dirs(bundled_manifest_dir(), None)
+    with pytest.raises(backends.BackendUnavailable, match="unknown screen backend"):
+        Runtime(store, backend="vt52")
+
+
+async def test_runtime_gives_sessions_the_configured_backend():
+    pytest.importorskip("pyghostty")
+    from panewatch.screen_ghostty import GhosttyScreen
+
+    runtime = Runtime(ManifestStore.from_dirs(bundled_manifest_dir(), None), backend="ghostty")
+    await runtime.start()
+    try:
+        session = runtime.create(SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"],
+                                             rows=10, cols=40))
+        assert isinstance(session.screen, GhosttyScreen)
+        for _ in range(100):
+            runtime.classify(session)
+            if "hello from ghostty" in session.screen.text():
+                break
+            await asyncio.sleep(0.05)
+        assert session.screen.lines()[0] == "hello from ghostty"
+    finally:
+        await runtime.stop()
