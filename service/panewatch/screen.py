@@ -205,7 +205,7 @@ def _tolerant(name: str) -> Callable[..., None]:
     sig = inspect.signature(method)
     positional = [
         p for p in list(sig.parameters.values())[1:]
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "private"
     ]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
     takes_kwargs = "private" in sig.parameters or any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
