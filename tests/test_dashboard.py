@@ -6,9 +6,12 @@ desktop and phone layouts are saved under ``artifacts/``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -441,3 +444,43 @@ def test_option_and_command_parsing(page) -> None:
     assert "array of strings" in result["bad"]
     assert result["order"] == ["c", "b", "a", "d"]
     assert result["durations"] == ["7s", "3m 05s", "2h 05m"]
+
+
+# --- the lab's fake agent (Claude's real drawing habits), when it is there ----------------------
+
+
+def _asking_seed() -> int:
+    """A seed whose first turn asks before a tool call (the plan is deterministic per seed)."""
+    for seed in range(50):
+        out = subprocess.run([sys.executable, "-m", "panewatch.lab.fake_agent", "--plan", "1", "--seed", str(seed),
+                              *FAKE_ARGS], capture_output=True, text=True, check=True, timeout=30).stdout
+        if any(step["asks"] for step in json.loads(out)["steps"]):
+            return seed
+    pytest.skip("no seed below 50 makes the fake agent ask")
+
+
+FAKE_ARGS = ["--speed", "4", "--prompt-prob", "1", "--question-prob", "0"]
+
+
+def test_a_prompt_drawn_like_claude_is_answered_from_the_page(page, server: Server) -> None:
+    try:
+        found = importlib.util.find_spec("panewatch.lab.fake_agent") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        pytest.skip("the lab's fake agent (panewatch.lab.fake_agent) is not there")
+    seed = _asking_seed()
+    sid = server.create([sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", str(seed), *FAKE_ARGS],
+                        agent="fake", name="fake-claude")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    card.locator(".send-text").fill("tidy the build scripts")
+    card.get_by_role("button", name="Send").click()
+    expect(card.locator(".badge-state")).to_have_text("blocked", timeout=15_000)
+    options = card.locator(".options button.option:not(.option-esc)")
+    expect(options.first).to_have_text(re.compile(r"^1\. Yes"))
+    assert options.count() >= 2
+    options.first.click()
+    card.locator(".confirm").get_by_role("button", name="Confirm").click()
+    expect(card.locator(".result")).to_contain_text("✓ Took")
+    expect(card.locator(".badge-state")).not_to_have_text("blocked")

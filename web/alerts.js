@@ -47,7 +47,8 @@ export class Alerts {
     const p = Notification.permission;
     b.dataset.permission = p;
     b.disabled = p !== "default";
-    b.textContent = p === "granted" ? "Notifications on" : p === "denied" ? "Notifications blocked" : "Enable notifications";
+    const labels = { granted: "Notifications on", denied: "Notifications blocked" };
+    b.textContent = labels[p] || "Enable notifications";
     b.title = p === "denied" ? "Allow notifications for this site in the browser's settings" : "";
   }
 

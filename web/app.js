@@ -69,8 +69,8 @@ function applySnapshot(list) {
   const before = idsBeforeDrop;
   idsBeforeDrop = null;
   if (before && before.size > 0 && ![...before].some((id) => ids.has(id))) {
-    showBanner("info", `The server restarted: its ${before.size} earlier session${before.size === 1 ? " is" : "s are"} gone.`,
-      "Dismiss", hideBanner);
+    const gone = before.size === 1 ? "session is" : `${before.size} sessions are`;
+    showBanner("info", `The server restarted: its earlier ${gone} gone.`, "Dismiss", hideBanner);
   } else if (!authLost) {
     hideBanner();
   }
@@ -179,7 +179,7 @@ function renderDown() {
   if (!down) return;
   const wait = Math.max(0, Math.ceil((down.retryAt - Date.now()) / 1000));
   const what = down.reason === "dropped"
-    ? "Lost the connection to the server"
+    ? "Lost the connection to the server (restarted?)"
     : "Cannot reach the server (restarted or stopped?)";
   showBanner("warn", `${what} — reconnecting${wait ? ` in ${wait}s` : ""}…`, "Retry now", () => state.retryNow());
 }
@@ -210,8 +210,9 @@ function loginLost() {
   state.stop();
   for (const card of cards.values()) card.screenSocket.stop();
   setConnection("auth", "logged out");
-  showBanner("error", "Log in again: the server no longer accepts this page's login (restarted with "
-    + "another token?). Open the login URL that “panewatch serve” printed (…/?token=…), or retry.", "Retry", () => {
+  const text = "Log in again: the server no longer accepts this page's login (restarted with another token?). "
+    + "Open the login URL that “panewatch serve” printed (…/?token=…), or retry.";
+  showBanner("error", text, "Retry", () => {
     authLost = false;
     hideBanner();
     for (const card of cards.values()) card.screenSocket.start();

@@ -25,6 +25,11 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/** A plain button: button("Delete", "delete danger", () => …). */
+function button(label, cls, onclick, attrs = {}) {
+  return h("button", { type: "button", class: cls, onclick, ...attrs }, label);
+}
+
 // Cells a code point takes in a terminal (pyte keeps one character per wide glyph).
 function cellWidth(cp) {
   return (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) || (cp >= 0xac00 && cp <= 0xd7a3)
@@ -82,9 +87,9 @@ export class Card {
     this.timeEl = h("span", { class: "badge-time" });
     this.badgeWhy = h("span", { class: "sr-only" });
     this.badge = h("span", { class: "badge" }, this.stateEl, " ", this.timeEl, this.badgeWhy);
-    this.largeButton = h("button", { type: "button", class: "open-large", "aria-expanded": "false",
-      onclick: () => this.setLarge(!this.large) }, "Open large");
-    this.deleteButton = h("button", { type: "button", class: "delete danger", onclick: () => this.askDelete() }, "Delete");
+    this.largeButton = button("Open large", "open-large", () => this.setLarge(!this.large),
+      { "aria-expanded": "false" });
+    this.deleteButton = button("Delete", "delete danger", () => this.askDelete());
     this.agentEl = h("span", { class: "agent" });
     this.cwdEl = h("span", { class: "cwd" });
     this.detailsEl = h("dl", { class: "details" });
@@ -96,8 +101,8 @@ export class Card {
       h("h3", {}, "Waiting for your answer"), this.optionsEl, this.promptNote);
 
     this.confirmText = h("span", { class: "confirm-text" });
-    this.confirmButton = h("button", { type: "button", class: "confirm-yes primary", onclick: () => this.confirm() }, "Confirm");
-    this.cancelButton = h("button", { type: "button", class: "confirm-no", onclick: () => this.cancel(true) }, "Cancel");
+    this.confirmButton = button("Confirm", "confirm-yes primary", () => this.confirm());
+    this.cancelButton = button("Cancel", "confirm-no", () => this.cancel(true));
     this.confirmEl = h("div", { class: "confirm", hidden: true, role: "group", "aria-label": "Confirm" },
       this.confirmText, this.confirmButton, this.cancelButton);
     this.confirmEl.addEventListener("keydown", (e) => {
@@ -117,7 +122,7 @@ export class Card {
     this.sendForm = h("form", { class: "send", onsubmit: (e) => { e.preventDefault(); this.send(); } },
       this.sendInput, this.sendButton);
 
-    this.closeLarge = h("button", { type: "button", class: "close-large", onclick: () => this.setLarge(false) }, "Close");
+    this.closeLarge = button("Close", "close-large", () => this.setLarge(false));
 
     this.el = h("article", { class: "card", id: `card-${id}`, "aria-labelledby": nameId, dataset: { id } },
       h("header", { class: "card-head" },
@@ -144,7 +149,8 @@ export class Card {
     this.screenEl.setAttribute("aria-label", `Screen of ${s.name || s.id}`);
     this.sendInput.setAttribute("aria-label", `Text to send to ${s.name || s.id}`);
     const agent = s.agent || "no agent";
-    this.agentEl.textContent = s.launched_agent && s.launched_agent !== s.agent ? `${agent} (in ${s.launched_agent})` : agent;
+    const launched = s.launched_agent && s.launched_agent !== s.agent ? ` (in ${s.launched_agent})` : "";
+    this.agentEl.textContent = agent + launched;
     this.agentEl.title = Array.isArray(s.command) ? `command: ${s.command.join(" ")}` : "";
     this.cwdEl.textContent = shortPath(s.cwd);
     this.cwdEl.title = s.cwd || "";
@@ -343,7 +349,8 @@ export class Card {
     this.sendButton.disabled = true;
     try {
       await api.send(this.id, text, true);
-      this.showResult(text ? `Sent “${text.length > 40 ? `${text.slice(0, 40)}…` : text}”.` : "Sent Enter.", "ok");
+      const shown = text.length > 40 ? `${text.slice(0, 40)}…` : text;
+      this.showResult(text ? `Sent “${shown}”.` : "Sent Enter.", "ok");
       if (this.sendInput.value === text) this.sendInput.value = "";
     } catch (err) {
       this.showResult(err.status === 409 ? `Not sent: ${err.message}` : `Send failed: ${err.message}`,
