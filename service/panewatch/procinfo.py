@@ -43,7 +43,7 @@ def program_name(pid: int) -> Program | None:
     argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
     exe = os.path.basename(argv[0]).lstrip("-") if argv else ""
     name = comm
-    if comm in INTERPRETERS or exe in INTERPRETERS:
+    if comm in INTERPRETERS:  # a renamed process (prctl) keeps the name it chose
         args = iter(argv[1:])
         for arg in args:
             if arg == "-c":

@@ -417,8 +417,8 @@ class Runtime:
         self._first_change.pop(session.id, None)
         if session.pending:
             session.feed_all()
-        if session.needs_classify(self.store, self.freshness) or session.fg_pgid != (
-                session.proc.foreground_pgid() if session.proc else None):
+        session.sample_foreground()
+        if session.needs_classify(self.store, self.freshness):
             self.classify(session, fresh=False)
 
     def _on_exit(self, session: Session, code: int) -> None:

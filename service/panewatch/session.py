@@ -18,6 +18,8 @@ from .signals import Decision, Report, combine, report_is_fresh
 from .transcript import Transcript
 
 RAW_RING = 64 * 1024
+#: How often the foreground program's name is re-read when its process group stays the same.
+FG_REREAD_S = 2.0
 
 #: Variables of the service that an agent must not inherit (the API token above all).
 PRIVATE_ENV = ("PANEWATCH_TOKEN",)
@@ -70,6 +72,8 @@ class Session:
         self.report_gen = 0
         self.fg_pgid: int | None = None
         self.fg: Program | None = None
+        self.fg_gen = 0  # bumped whenever the foreground group or its program changes
+        self._fg_read_at = float("-inf")
         self.agent_seen = False  # an agent with its own manifest has held the foreground
         # classification
         self.verdict = Verdict("idle", None, "not classified yet")
@@ -118,14 +122,23 @@ class Session:
 
     # -- signals ---------------------------------------------------------------------------
     def sample_foreground(self) -> bool:
-        """Re-read the terminal's foreground process group; True if it changed."""
+        """Re-read the terminal's foreground process group; True if it or its program changed.
+
+        The group is one ioctl; the program's name is re-read when the group changes, and
+        every ``FG_REREAD_S`` otherwise (a program can exec or rename itself in place).
+        """
         if self.proc is None or self.exited:
             return False
         pgid = self.proc.foreground_pgid()
-        if pgid == self.fg_pgid:
+        now = self.clock()
+        if pgid == self.fg_pgid and now - self._fg_read_at < FG_REREAD_S:
             return False
-        self.fg_pgid = pgid
-        self.fg = program_name(pgid) if pgid and pgid > 0 else None
+        self._fg_read_at = now
+        program = program_name(pgid) if pgid and pgid > 0 else None
+        if pgid == self.fg_pgid and program == self.fg:
+            return False
+        self.fg_pgid, self.fg = pgid, program
+        self.fg_gen += 1
         return True
 
     def manifest(self, store: ManifestStore) -> CompiledManifest | None:
@@ -163,7 +176,7 @@ class Session:
         if verdict.state != self.verdict.state:
             self.screen_changed_at = now
         self.verdict = verdict
-        self.classified = (self.screen.seq, self.report_gen, self.fg_pgid, store.generation)
+        self.classified = (self.screen.seq, self.report_gen, self.fg_gen, store.generation)
         return combine(
             verdict,
             report=self.report,
@@ -177,7 +190,7 @@ class Session:
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
-        if self.classified != (self.screen.seq, self.report_gen, self.fg_pgid, store.generation):
+        if self.classified != (self.screen.seq, self.report_gen, self.fg_gen, store.generation):
             return True
         # a report that just went stale changes the answer without anything else moving
         return self.decision.source == "hook" and not report_is_fresh(
