@@ -75,7 +75,7 @@ export class Card {
       onMessage: (msg) => this.onFrame(msg),
       onDown: () => this.el.classList.add("screen-stale"),
       onUp: () => this.el.classList.remove("screen-stale"),
-    }, { minDelay: 500, maxDelay: 10000 });
+    }, { minDelay: 500, maxDelay: 10000, finalCodes: [4404] });
     this.screenSocket.start();
   }
 

@@ -21,14 +21,18 @@ export class LiveSocket {
    * @param {object} options
    *   staleMs   close and reconnect when nothing (not even a ping) arrived for this long
    *   probeAuth ask the HTTP API why a handshake failed (browsers hide the status)
+   *   finalCodes close codes after which only retryNow() reconnects (4404: no such session)
    */
-  constructor(path, handlers, { staleMs = 0, probeAuth = false, minDelay = 500, maxDelay = 10000 } = {}) {
+  constructor(path, handlers, {
+    staleMs = 0, probeAuth = false, minDelay = 500, maxDelay = 10000, finalCodes = [],
+  } = {}) {
     this.path = path;
     this.handlers = handlers;
     this.staleMs = staleMs;
     this.probeAuth = probeAuth;
     this.minDelay = minDelay;
     this.maxDelay = maxDelay;
+    this.finalCodes = new Set(finalCodes);
     this.attempt = 0;
     this.ws = null;
     this.timer = null;
@@ -122,6 +126,10 @@ export class LiveSocket {
     if (this.stopped) return;
     if (AUTH_CLOSE_CODES.has(event.code)) {
       this.giveUp("auth");
+      return;
+    }
+    if (this.finalCodes.has(event.code)) {
+      this.handlers.onDown?.({ attempt: this.attempt, delay: null, reason: "final", code: event.code });
       return;
     }
     let reason = opened ? "dropped" : "unreachable";
