@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.websockets import WebSocketState
 
 from . import __version__
+from . import metrics
 from . import transcript as transcripts
 from .auth import COOKIE, origin_allowed, presented_token, token_matches
 from .config import Settings
@@ -166,6 +167,14 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     @app.get("/healthz", tags=["service"])
     async def healthz() -> dict[str, Any]:
         return {"ok": True, "version": __version__, "sessions": len(runtime.sessions)}
+
+    @app.get("/metrics", tags=["service"], response_class=Response,
+             responses={200: {"content": {metrics.CONTENT_TYPE: {}}}})
+    async def metrics_text(request: Request) -> Response:
+        """Prometheus text format; needs the token unless ``metrics_public`` is set."""
+        if not settings.metrics_public:
+            require_token(request)
+        return Response(metrics.exposition(runtime, __version__), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/", include_in_schema=False)
     async def index(request: Request, token_q: str | None = Query(None, alias="token")) -> Response:

@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
     backend: Literal["pyte", "ghostty"] = Field("pyte", description="screen emulator")
     log_json: bool = Field(False, description="log JSON lines instead of text")
+    metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
     @field_validator("manifests", "transcripts")

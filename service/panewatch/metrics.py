@@ -1,0 +1,83 @@
+"""``/metrics`` in the Prometheus text exposition format (version 0.0.4), written by hand.
+
+Why by hand: the runtime already keeps every figure; the format is a few lines of text, and a
+client library would only keep second copies of the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+STATES = ("blocked", "working", "idle", "exited")
+QUANTILES = (0.5, 0.9, 0.99)
+
+Sample = tuple[str, Mapping[str, str], float]
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
+
+
+def family(name: str, kind: str, help_text: str, samples: Iterable[Sample]) -> list[str]:
+    """One metric family: HELP, TYPE, then ``name{labels} value`` per sample."""
+    out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for sample_name, labels, value in samples:
+        shown = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+        out.append(f"{sample_name}{{{shown}}} {_number(value)}" if shown else f"{sample_name} {_number(value)}")
+    return out
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank quantile of an already sorted list (NaN when empty, as Prometheus expects)."""
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]
+
+
+def exposition(runtime: Runtime, version: str) -> str:
+    """Every figure of the runtime; counters include deleted sessions so they never go down."""
+    sessions = list(runtime.sessions.values())
+    by_state = {state: 0 for state in STATES}
+    for s in sessions:
+        by_state[s.decision.state] = by_state.get(s.decision.state, 0) + 1
+    recent = sorted(runtime.sweep_seconds)
+    lines: list[str] = []
+    lines += family("panewatch_build_info", "gauge", "Version of the running service.",
+                    [("panewatch_build_info", {"version": version}, 1)])
+    lines += family("panewatch_sessions", "gauge", "Sessions by current state.",
+                    [("panewatch_sessions", {"state": k}, v) for k, v in by_state.items()])
+    lines += family("panewatch_state_transitions_total", "counter",
+                    "State changes, by the signal that decided them.",
+                    [("panewatch_state_transitions_total", {"source": k}, v)
+                     for k, v in sorted(runtime.transitions.items())])
+    lines += family("panewatch_sweep_duration_seconds", "summary",
+                    "Time one classification sweep took (quantiles over the recent sweeps).",
+                    [*(("panewatch_sweep_duration_seconds", {"quantile": str(q)}, quantile(recent, q))
+                       for q in QUANTILES),
+                     ("panewatch_sweep_duration_seconds_sum", {}, runtime.sweep_seconds_sum),
+                     ("panewatch_sweep_duration_seconds_count", {}, runtime.sweeps)])
+    lines += family("panewatch_pty_read_bytes_total", "counter", "Bytes read from the agents' terminals.",
+                    [("panewatch_pty_read_bytes_total", {},
+                      runtime.gone_bytes_read + sum(s.bytes_read for s in sessions))])
+    lines += family("panewatch_emulated_bytes_total", "counter", "Bytes fed to the screen emulators.",
+                    [("panewatch_emulated_bytes_total", {},
+                      runtime.gone_bytes_fed + sum(s.bytes_fed for s in sessions))])
+    lines += family("panewatch_classifications_total", "counter", "Screens classified.",
+                    [("panewatch_classifications_total", {}, runtime.classifications)])
+    lines += family("panewatch_notifications_total", "counter", "Notifications sent (blocked, turn done).",
+                    [("panewatch_notifications_total", {}, runtime.notifier.sent)])
+    return "\n".join(lines) + "\n"
