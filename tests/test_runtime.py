@@ -267,3 +267,27 @@ async def test_the_terminal_answers_cursor_position_queries(runtime):
             break
         await asyncio.sleep(0.02)
     assert "reply=$'\\E[1;4'" in s.screen.text()
+
+
+async def test_launch_is_not_a_finished_turn_but_a_real_turn_end_is(runtime):
+    notes = []
+    runtime.notifier.subscribe(notes.append)
+    s = runtime.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.8, work=0.3)),
+                                   rows=12, cols=60))
+    await wait_state(runtime, s.id, "working")
+    await asyncio.sleep(0.3)
+    assert [n.state for n in notes] == []  # starting -> first read is not "done"
+    await wait_state(runtime, s.id, "blocked")
+    await runtime.answer(s.id, option=1)
+    await wait_state(runtime, s.id, "idle")
+    assert [n.state for n in notes] == ["blocked", "idle"]
+
+
+async def test_a_pane_idle_from_launch_never_says_done(runtime):
+    notes = []
+    runtime.notifier.subscribe(notes.append)
+    s = runtime.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40))
+    info = await wait_state(runtime, s.id, "idle")
+    assert info["source"] == "screen"
+    await asyncio.sleep(0.2)
+    assert notes == []

@@ -235,6 +235,7 @@ class Runtime:
                 loop=self.loop,
             )
         except SpawnError as exc:
+            log.warning("could not start: %s", exc, extra={"session": sid})
             session.error = str(exc)
             session.exit_code = 127
             session.exited = True
@@ -243,9 +244,11 @@ class Runtime:
             self._apply(session, session.classify(self.store, self.freshness))
             return session
         self._record(session)
+        log.info("started %s (pid %s, agent %s)", argv[0], session.proc.pid, spec.agent or "-",
+                 extra={"session": sid})
         session.sample_foreground()
         self.events.publish({"type": "created", "session": session.info()})
-        self._apply(session, Decision("working", "process", os.path.basename(argv[0]), "starting"), force=True)
+        self._apply(session, Decision("working", "start", os.path.basename(argv[0]), "starting"), force=True)
         return session
 
     def _record(self, session: Session) -> None:
@@ -274,6 +277,7 @@ class Runtime:
         self.gone_bytes_read += session.bytes_read
         self.gone_bytes_fed += session.bytes_fed
         self.sessions.pop(sid, None)
+        log.info("deleted (exit code %s)", session.exit_code, extra={"session": sid})
         timer = self._timers.pop(sid, None)
         if timer:
             timer.cancel()
@@ -342,13 +346,18 @@ class Runtime:
         self.transitions[decision.source] = self.transitions.get(decision.source, 0) + 1
         log.info("state %s -> %s (%s %s)", prev_state, decision.state, decision.source, decision.rule,
                  extra={"session": session.id})
-        self.events.publish(event.as_dict())
+        payload = event.as_dict()
+        if decision.state == "exited":
+            payload.update(exit_code=session.exit_code, error=session.error)
+        self.events.publish(payload)
         for notify in list(session.watchers):
             notify()
         if prev is not None:
+            # leaving the launch placeholder is not the end of a turn
             self.notifier.on_transition(session=session.id, name=session.name,
                                         agent=session.manifest_agent or session.agent or "",
-                                        prev=prev_state, state=decision.state, source=decision.source,
+                                        prev=None if prev.source == "start" else prev_state,
+                                        state=decision.state, source=decision.source,
                                         rule=decision.rule, why=decision.why)
 
     def classify(self, session: Session, *, fresh: bool = True) -> Decision:
@@ -382,6 +391,10 @@ class Runtime:
             if now >= next_manifest_check:
                 for err in self.store.reload_if_changed():
                     log.warning("manifest refused, previous version kept: %s", err)
+                    for s in self.sessions.values():  # say it where it matters: in each affected pane's log
+                        if s.manifest_agent == err.path.stem or s.agent == err.path.stem:
+                            log.warning("its manifest %s was refused; the previous version stays in use",
+                                        err.path.name, extra={"session": s.id})
                 next_manifest_check = now + self.manifest_check_s
             for session in list(self.sessions.values()):
                 self._maybe_classify(session, now)

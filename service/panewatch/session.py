@@ -79,7 +79,7 @@ class Session:
         self.verdict = Verdict("idle", None, "not classified yet")
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
-        self.decision = Decision("working", "process", None, "starting")
+        self.decision = Decision("working", "start", None, "starting")
         self.since = time.time()
         self.since_mono = clock()
         self.classified: tuple[int, int, int | None, int] | None = None

@@ -33,7 +33,7 @@ class Decision:
     """A pane's state and the signal that decided it."""
 
     state: str
-    source: str  # "screen" | "hook" | "process" | "exit"
+    source: str  # "screen" | "hook" | "process" | "exit" | "start" (launched, not yet read)
     rule: str | None  # rule name, hook event, program name, or exit code
     why: str
 
