@@ -279,6 +279,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         try:
             decision = await runtime.send(sid, body.text, enter=body.enter)
         except Conflict as exc:
+            log.info("send refused: %s", exc, extra={"session": sid})
             return _conflict(exc)
         return {"sent": True, "state_before": decision.state}
 
@@ -289,6 +290,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         try:
             result = await runtime.answer(sid, option=body.option, keys=body.keys)
         except Conflict as exc:
+            log.info("answer refused: %s", exc, extra={"session": sid})
             return _conflict(exc)
         return {"took": result.took, "state": result.state, "rule": result.rule, "waited_s": result.waited}
 

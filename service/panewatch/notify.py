@@ -137,7 +137,7 @@ class Notifier:
         try:
             await self._client.post(self.webhook, json=asdict(note))  # type: ignore[arg-type]
         except httpx.HTTPError as exc:
-            log.warning("webhook %s failed: %s", self.webhook, exc)
+            log.warning("webhook %s failed: %s", self.webhook, exc, extra={"session": note.session})
 
     async def _run(self, note: Notification) -> None:
         try:
@@ -150,7 +150,7 @@ class Notifier:
             )
             await asyncio.wait_for(proc.wait(), 30)
         except (OSError, asyncio.TimeoutError) as exc:
-            log.warning("notification command failed: %s", exc)
+            log.warning("notification command failed: %s", exc, extra={"session": note.session})
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
