@@ -235,6 +235,23 @@ def test_send_box_types_into_an_idle_session(page, server: Server) -> None:
     expect(card.locator(".send-text")).to_have_value("")
 
 
+def test_screen_keeps_the_agents_colours_and_the_cursor(page, server: Server) -> None:
+    script = ["bash", "-c", "stty -echo; printf '\\x1b[31mRED\\x1b[0m plain \\x1b[1;48;2;0;0;255mBOLD\\x1b[0m\\r\\n'; "
+              "printf '\\x1b[7mINV\\x1b[0m'; exec sleep 600"]
+    sid = server.create(script, name="colours")["id"]
+    card = card_of(page, sid)
+    screen = card.locator(".screen")
+    expect(screen).to_contain_text("RED plain BOLD")
+    red = screen.locator("span", has_text="RED")
+    expect(red).to_have_css("color", "rgb(224, 108, 117)")
+    bold = screen.locator("span", has_text="BOLD")
+    expect(bold).to_have_css("background-color", "rgb(0, 0, 255)")
+    expect(bold).to_have_css("font-weight", "700")
+    inverse = screen.locator("span", has_text="INV")
+    expect(inverse).to_have_css("background-color", "rgb(220, 223, 228)")  # reverse video: fg as bg
+    expect(screen.locator(".cursor")).to_have_count(1)
+
+
 # --- creating, deleting, opening large -----------------------------------------------------
 
 

@@ -269,3 +269,12 @@ def test_escape_soup_never_raises_and_text_after_it_survives(chunks, rows, cols)
     # whatever came before, a clean reset and a plain line must show up
     screen.feed(b"\x1b\\\x07\x1b[0m\x1b[?1049l\x1b[r\x1b[H\x1b[2JSURVIVED")
     assert screen.lines()[0].startswith("SURVIVED")
+
+
+def test_styles_give_colour_runs_aligned_with_the_text():
+    screen = screen_after(b"\x1b[31mred\x1b[0m plain \x1b[1;7;48;2;0;0;255mbold\x1b[0m\r\n\xe6\x97\xa5\xe6\x9c\xac ok")
+    styles = screen.styles()
+    assert styles[0] == [[3, "red", "", 0], [7, "", "", 0], [4, "", "0000ff", 1 | 8]]
+    assert sum(run[0] for run in styles[0]) == len(screen.lines()[0])
+    assert styles[1] == []  # default colours only: nothing to say
+    assert len(styles) == screen.rows

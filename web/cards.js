@@ -38,17 +38,76 @@ function cellWidth(cp) {
     || (cp >= 0x20000 && cp <= 0x3fffd) ? 2 : 1;
 }
 
-/** Split a row at terminal column `col`: [before, the character under the cursor, after]. */
-function splitAtColumn(row, col) {
-  const chars = Array.from(row);
+
+// pyte's colour names -> CSS colours (an xterm-like palette); hex values pass through.
+const PALETTE = {
+  black: "#2e3436", red: "#e06c75", green: "#98c379", brown: "#d19a66", blue: "#61afef",
+  magenta: "#c678dd", cyan: "#56b6c2", white: "#dcdfe4",
+  brightblack: "#5c6370", brightred: "#ff7b86", brightgreen: "#b5e890", brightbrown: "#e5c07b",
+  brightblue: "#82c4ff", brightmagenta: "#de9bf0", brightcyan: "#7fd6e0", brightwhite: "#ffffff",
+};
+
+function cssColour(name) {
+  if (!name) return "";
+  if (/^[0-9a-f]{6}$/i.test(name)) return `#${name}`;
+  return PALETTE[name] || "";
+}
+
+/** Index (in characters) of the character under screen column `col`, and the cells before it. */
+function charAtColumn(chars, col) {
   let cells = 0;
   let i = 0;
   while (i < chars.length && cells + cellWidth(chars[i].codePointAt(0)) <= col) {
     cells += cellWidth(chars[i].codePointAt(0));
     i += 1;
   }
-  if (i >= chars.length) return [row + " ".repeat(Math.max(0, col - cells)), " ", ""];
-  return [chars.slice(0, i).join(""), chars[i], chars.slice(i + 1).join("")];
+  return [i, cells];
+}
+
+/**
+ * One screen row as DOM nodes: colour runs ([chars, fg, bg, flags] from the server) become
+ * spans, and the cursor (if on this row) a span of its own.
+ */
+function rowNodes(row, runs, cursorCol) {
+  let chars = Array.from(row || "");
+  let cursorAt = -1;
+  if (cursorCol !== null && cursorCol !== undefined) {
+    const [i, cells] = charAtColumn(chars, cursorCol);
+    if (i >= chars.length) chars = chars.concat(Array(Math.max(0, cursorCol - cells) + 1).fill(" "));
+    cursorAt = i >= Array.from(row || "").length ? chars.length - 1 : i;
+  }
+  const pieces = []; // [start, end, style]
+  let at = 0;
+  for (const [n, fg, bg, flags] of runs || []) {
+    pieces.push([at, Math.min(at + n, chars.length), { fg, bg, flags }]);
+    at += n;
+  }
+  if (at < chars.length) pieces.push([at, chars.length, null]);
+  const nodes = [];
+  for (const [start, end, style] of pieces) {
+    const parts = cursorAt >= start && cursorAt < end
+      ? [[start, cursorAt, false], [cursorAt, cursorAt + 1, true], [cursorAt + 1, end, false]]
+      : [[start, end, false]];
+    for (const [a, b, isCursor] of parts) {
+      if (b <= a) continue;
+      const text = chars.slice(a, b).join("");
+      if (!style && !isCursor) { nodes.push(text); continue; }
+      const span = h("span", isCursor ? { class: "cursor" } : {}, text);
+      if (style) {
+        let fg = cssColour(style.fg);
+        let bg = cssColour(style.bg);
+        if (style.flags & 8) [fg, bg] = [bg || "var(--screen-bg, #0b0c10)", fg || "var(--screen-fg, #dcdfe4)"];
+        if (fg) span.style.color = fg;
+        if (bg) span.style.backgroundColor = bg;
+        if (style.flags & 1) span.style.fontWeight = "bold";
+        if (style.flags & 2) span.style.fontStyle = "italic";
+        const lines = [style.flags & 4 ? "underline" : "", style.flags & 16 ? "line-through" : ""].filter(Boolean);
+        if (lines.length) span.style.textDecoration = lines.join(" ");
+      }
+      nodes.push(span);
+    }
+  }
+  return nodes;
 }
 
 export class Card {
@@ -61,6 +120,7 @@ export class Card {
     this.ctx = ctx;
     this.session = session;
     this.rows = [];
+    this.styles = [];
     this.cursor = null;
     this.screenSeen = false;
     this.options = [];
@@ -71,7 +131,7 @@ export class Card {
     this.large = false;
     this.build();
     this.update(session);
-    this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen`, {
+    this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen?styles=1`, {
       onMessage: (msg) => this.onFrame(msg),
       onDown: () => this.el.classList.add("screen-stale"),
       onUp: () => this.el.classList.remove("screen-stale"),
@@ -192,8 +252,10 @@ export class Card {
     if (msg.type !== "screen") return;
     if (msg.full || !this.screenSeen) {
       this.rows = Array.isArray(msg.rows) ? msg.rows.slice() : this.rows;
+      this.styles = Array.isArray(msg.styles) ? msg.styles.slice() : [];
     } else if (msg.changed) {
       for (const [index, text] of Object.entries(msg.changed)) this.rows[Number(index)] = text;
+      for (const [index, runs] of Object.entries(msg.changed_styles || {})) this.styles[Number(index)] = runs;
     }
     if (msg.size && this.rows.length > msg.size.rows) this.rows.length = msg.size.rows;
     this.screenSeen = true;
@@ -222,14 +284,10 @@ export class Card {
       rows = rows.slice(0, last + 1);
     }
     const frag = document.createDocumentFragment();
-    if (c && c.row >= 0 && c.row < rows.length) {
-      const [before, under, after] = splitAtColumn(rows[c.row] || "", c.col);
-      frag.append(rows.slice(0, c.row).concat(before).join("\n"));
-      frag.append(h("span", { class: "cursor" }, under));
-      frag.append([after].concat(rows.slice(c.row + 1)).join("\n"));
-    } else {
-      frag.append(rows.join("\n"));
-    }
+    rows.forEach((row, y) => {
+      if (y > 0) frag.append("\n");
+      frag.append(...rowNodes(row, this.styles[y], c && c.row === y ? c.col : null));
+    });
     pre.replaceChildren(frag);
     this.screenRendered = true;
     if (stick) pre.scrollTop = pre.scrollHeight;

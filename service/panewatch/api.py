@@ -399,25 +399,35 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         if session is None:
             await ws.close(code=4404, reason=f"no session {sid!r}")
             return
+        with_styles = ws.query_params.get("styles") in ("1", "true")
         changed = asyncio.Event()
         interval = settings.screen_interval_ms / 1000
         session.watchers.add(changed.set)
 
         async def sender() -> None:
             last: list[str] | None = None
+            last_styles: list[Any] | None = None
             last_meta: tuple[Any, ...] | None = None
             while True:
                 view = screen_view(session)
+                styles = session.screen.styles() if with_styles else None
                 meta = (view["cursor"], view["state"], view["rule"], view["title"], view["size"])
                 rows = view["rows"]
                 if last is None or len(last) != len(rows):
-                    await ws.send_json({"type": "screen", "full": True, **view})
+                    frame = {"type": "screen", "full": True, **view}
+                    if styles is not None:
+                        frame["styles"] = styles
+                    await ws.send_json(frame)
                 else:
                     diff = {str(i): row for i, (old, row) in enumerate(zip(last, rows)) if old != row}
-                    if diff or meta != last_meta:
-                        await ws.send_json({"type": "screen", "full": False, "changed": diff,
-                                            **{k: v for k, v in view.items() if k != "rows"}})
-                last, last_meta = rows, meta
+                    frame = {"type": "screen", "full": False, "changed": diff,
+                             **{k: v for k, v in view.items() if k != "rows"}}
+                    if styles is not None and last_styles is not None:
+                        frame["changed_styles"] = {str(i): st for i, (old, st) in enumerate(zip(last_styles, styles))
+                                                   if old != st or str(i) in diff}
+                    if diff or meta != last_meta or frame.get("changed_styles"):
+                        await ws.send_json(frame)
+                last, last_styles, last_meta = rows, styles, meta
                 await asyncio.sleep(interval)  # at most one frame per interval, always the latest
                 await changed.wait()
                 changed.clear()
