@@ -225,14 +225,14 @@ def _tolerant(name: str) -> Callable[..., None]:
     return handler
 
 
-for _name in set(pyte.Stream.csi.values()):
-    setattr(_PaneScreen, _name, _tolerant(_name))
-
-
 class _PaneStream(pyte.Stream):
     """pyte's parser, with the CSI finals pyte lacks routed to the screen."""
 
     csi = {**pyte.Stream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_last"}
+
+
+for _name in set(_PaneStream.csi.values()):
+    setattr(_PaneScreen, _name, _tolerant(_name))
 
 
 @dataclass(frozen=True)
