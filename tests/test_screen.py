@@ -278,3 +278,33 @@ def test_styles_give_colour_runs_aligned_with_the_text():
     assert sum(run[0] for run in styles[0]) == len(screen.lines()[0])
     assert styles[1] == []  # default colours only: nothing to say
     assert len(styles) == screen.rows
+
+
+def _uncached_lines(screen) -> list[str]:
+    """The visible rows rebuilt from scratch, bypassing whatever ``lines()`` keeps between calls."""
+    if hasattr(screen, "_screen"):  # pyte: every cell of every row
+        buf = screen._screen.buffer
+        return ["".join(buf[y][x].data for x in range(screen.cols)).rstrip() if y in buf else ""
+                for y in range(screen.rows)]
+    rows = [row.rstrip() for row in screen._term.text().split("\n")[: screen.rows]]
+    return rows + [""] * (screen.rows - len(rows))
+
+
+_STEP = st.one_of(
+    st.lists(_ESCAPE_PIECES, max_size=30).map(lambda parts: ("feed", "".join(parts))),
+    st.tuples(st.just("resize"), st.tuples(st.integers(2, 12), st.integers(10, 40))),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_STEP, st.booleans()), max_size=12), st.integers(2, 12), st.integers(10, 40))
+def test_lines_kept_between_calls_equal_lines_rebuilt_from_scratch(steps, rows, cols):
+    screen = Screen(rows, cols, reply=lambda _: None)
+    for (kind, arg), read in steps:
+        if kind == "feed":
+            screen.feed(arg.encode())
+        else:
+            screen.resize(*arg)
+        if read:  # dirty rows pile up across feeds when nobody reads in between
+            assert screen.lines() == _uncached_lines(screen)
+    assert screen.lines() == _uncached_lines(screen)

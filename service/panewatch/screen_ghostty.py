@@ -20,6 +20,10 @@ from typing import Any
 
 import pyghostty
 from pyghostty import ffi, lib
+from pyghostty._ffi import union_fn
+from pyghostty.core import init_sized
+from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
+from wcwidth import wcwidth
 
 from .screen import Cursor
 
@@ -32,6 +36,8 @@ _COLOURS = (
     (lib.GHOSTTY_TERMINAL_OPT_COLOR_BACKGROUND, (0, 0, 0)),
     (lib.GHOSTTY_TERMINAL_OPT_COLOR_CURSOR, (0xD0, 0xD0, 0xD0)),
 )
+#: pyte's names for palette colours 0-15, so that both backends describe colours alike.
+_ANSI_NAMES = [FG_ANSI[30 + i] for i in range(8)] + [FG_AIXTERM[90 + i] for i in range(8)]
 #: Pixel size of a cell reported by ``CSI 14 t``: the same 8x16 ``screen.py`` reports.
 _CELL_W, _CELL_H = 8, 16
 
@@ -67,6 +73,17 @@ def _size(term: Any, _userdata: Any, out: Any) -> bool:
     out.columns = value[0]
     out.cell_width, out.cell_height = _CELL_W, _CELL_H
     return True
+
+
+def _colour(colour: Any) -> str:
+    """A ``GhosttyStyleColor`` as pyte names it ("" = the default colour)."""
+    if colour.tag == lib.GHOSTTY_STYLE_COLOR_PALETTE:
+        n = colour.value.palette
+        return _ANSI_NAMES[n] if n < 16 else FG_BG_256[n]
+    if colour.tag == lib.GHOSTTY_STYLE_COLOR_RGB:
+        rgb = colour.value.rgb
+        return "%02x%02x%02x" % (rgb.r, rgb.g, rgb.b)
+    return ""
 
 
 class GhosttyScreen:
@@ -133,6 +150,41 @@ class GhosttyScreen:
     def text(self) -> str:
         """The visible rows joined by newlines."""
         return "\n".join(self.lines())
+
+    def styles(self) -> list[list[list[object]]]:
+        """Colour runs per visible row, aligned with ``lines()``, in ``Screen.styles()``'s terms
+        (pyte's colour names for the 16 ANSI colours, hex otherwise). For the dashboard only:
+        one native style lookup per drawn character, never on the classification path."""
+        grid_ref = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
+        point = ffi.new("GhosttyPointS*")
+        point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
+        ref = init_sized("GhosttyGridRef")
+        style = init_sized("GhosttyStyle")
+        out: list[list[list[object]]] = []
+        for y, line in enumerate(self.lines()):
+            runs: list[list[object]] = []
+            point.value.x, point.value.y = 0, y
+            if line and not grid_ref(self._t, point[0], ref):
+                x = 0
+                for ch in line:
+                    width = wcwidth(ch)
+                    if width == 0 and runs:  # a combining mark: part of the previous cell
+                        runs[-1][0] += 1  # type: ignore[operator]
+                        continue
+                    ref.x = min(x, self.cols - 1)
+                    lib.ghostty_grid_ref_style(ref, style)
+                    key = (_colour(style.fg_color), _colour(style.bg_color),
+                           (1 if style.bold else 0) | (2 if style.italic else 0) | (4 if style.underline else 0)
+                           | (8 if style.inverse else 0) | (16 if style.strikethrough else 0))
+                    if runs and (runs[-1][1], runs[-1][2], runs[-1][3]) == key:
+                        runs[-1][0] += 1  # type: ignore[operator]
+                    else:
+                        runs.append([1, *key])
+                    x += max(1, width)
+            if len(runs) == 1 and runs[0][1:] == ["", "", 0]:
+                runs = []
+            out.append(runs)
+        return out
 
     def _get_u16(self, key: int) -> int:
         lib.ghostty_terminal_get(self._t, key, self._u16)
