@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import websockets
@@ -135,3 +136,8 @@ async def test_allowed_origins_from_the_environment_reach_the_websocket_check(mo
                 await ws.recv()
             assert closed.value.rcvd.code == 4403
 
+
+
+def test_readme_has_the_options_table_as_the_model_makes_it():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert options_table() in readme, "README's Configuration table is stale: paste panewatch.config.options_table()"
