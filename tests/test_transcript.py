@@ -185,3 +185,18 @@ def test_at_needs_a_recording(tmp_path):
     (tmp_path / "x.raw").write_bytes(b"hello")
     r = panewatch("classify", "--at", "1", str(tmp_path / "x.raw"))
     assert r.returncode == 2 and "--at needs a .cast recording" in r.stderr
+
+
+async def test_the_size_cap_setting_reaches_live_recordings(tmp_path):
+    async with live_server(transcripts=tmp_path, transcript_max_bytes=4096) as live:
+        s = await live.create(command=bash("for i in $(seq 400); do printf 'line %04d of output\\r\\n' $i; done; "
+                                           "sleep 30"))
+        for _ in range(500):
+            info = (await live.http.get(f"/api/sessions/{s['id']}")).json()
+            if info["transcript"]["truncated"]:
+                break
+            await asyncio.sleep(0.02)
+        assert info["transcript"]["truncated"] is True and info["transcript"]["bytes"] <= 4096
+        r = await live.http.get(f"/api/sessions/{s['id']}/transcript")
+        assert r.status_code == 200 and len(r.content) <= 4096
+        assert json.loads(r.content.splitlines()[-1])[1] == "m"
