@@ -155,9 +155,13 @@ class _PaneScreen(pyte.Screen):
         self.cursor.x, self.cursor.y = saved
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
-        if how == 3:
-            return  # xterm: ED 3 erases the scrollback only, which a pane does not keep
+        if how not in (0, 1, 2):
+            return  # ED 3 erases only the scrollback (which a pane does not keep); others mean nothing
         super().erase_in_display(how, *args, **kwargs)
+
+    def erase_in_line(self, how: int = 0, private: bool = False) -> None:
+        if how in (0, 1, 2):  # pyte indexes a 3-tuple with it
+            super().erase_in_line(how, private)
 
     # -- alternate screen ----------------------------------------------------------------
     def set_mode(self, *modes: int, **kwargs: Any) -> None:
