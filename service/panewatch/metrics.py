@@ -75,7 +75,7 @@ def exposition(runtime: Runtime, version: str) -> str:
                       runtime.gone_bytes_read + sum(s.bytes_read for s in sessions))])
     lines += family("panewatch_emulated_bytes_total", "counter", "Bytes fed to the screen emulators.",
                     [("panewatch_emulated_bytes_total", {},
-                      runtime.gone_bytes_fed + sum(s.bytes_fed for s in sessions))])
+                      runtime.emulated_bytes)])
     lines += family("panewatch_classifications_total", "counter", "Screens classified.",
                     [("panewatch_classifications_total", {}, runtime.classifications)])
     lines += family("panewatch_notifications_total", "counter", "Notifications sent (blocked, turn done).",

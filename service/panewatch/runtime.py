@@ -163,7 +163,6 @@ class Runtime:
         self.sweep_seconds: list[float] = []
         self.classifications = 0
         self.transitions: dict[str, int] = {}
-        self.emulated_bytes = 0
         self.sweep_seconds_sum = 0.0
         self.gone_bytes_read = 0  # of deleted sessions, so /metrics counters never go down
         self.gone_bytes_fed = 0
@@ -171,6 +170,11 @@ class Runtime:
     # -- lifecycle -------------------------------------------------------------------------
     def clock(self) -> float:
         return self.loop.time() if self.loop else time.monotonic()
+
+    @property
+    def emulated_bytes(self) -> int:
+        """Bytes fed to the screen emulators so far, deleted sessions included."""
+        return self.gone_bytes_fed + sum(s.bytes_fed for s in self.sessions.values())
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -325,7 +329,7 @@ class Runtime:
         start = time.perf_counter()
         while self._feeding and time.perf_counter() - start < TICK_BUDGET_S:
             for session in list(self._feeding):
-                self.emulated_bytes += session.feed(FEED_BUDGET)
+                session.feed(FEED_BUDGET)
                 if not session.pending:
                     self._feeding.remove(session)
                 if len(session.pending) < LOW_WATER and session.proc and not session.exited:
