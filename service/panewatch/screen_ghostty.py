@@ -111,6 +111,18 @@ class GhosttyScreen:
         self._title = ffi.new("GhosttyString*")
         self._lines: list[str] | None = None
         self._lines_seq = -1
+        # what lines() hands to the formatter, made once: building them per call cost ~3/4 of it
+        self._grid_ref = union_fn("ghostty_terminal_grid_ref",
+                                  "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
+        self._point = ffi.new("GhosttyPointS*")
+        self._point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
+        self._selection = init_sized("GhosttySelection")
+        self._format = init_sized("GhosttyTerminalSelectionFormatOptions")
+        self._format.emit = lib.GHOSTTY_FORMATTER_FORMAT_PLAIN
+        self._format.unwrap, self._format.trim = False, True
+        self._format.selection = self._selection
+        self._text_buf = ffi.new("uint8_t[]", 16 * 1024)
+        self._text_len = ffi.new("size_t*")
         #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
         self.seq = 0
         self.errors = 0
@@ -141,11 +153,27 @@ class GhosttyScreen:
     def lines(self) -> list[str]:
         """The visible rows, right-stripped; cached until the next feed or resize."""
         if self._lines is None or self._lines_seq != self.seq:
-            rows = self._term.text().split("\n")
+            rows = self._visible_text().split("\n")
             rows = [row.rstrip() for row in rows[: self.rows]]
             rows.extend([""] * (self.rows - len(rows)))
             self._lines, self._lines_seq = rows, self.seq
         return list(self._lines)
+
+    def _visible_text(self) -> str:
+        """The active screen as plain text (trailing blanks trimmed), as ``Terminal.text()``."""
+        for x, y, ref in ((0, 0, "start"), (self.cols - 1, self.rows - 1, "end")):
+            self._point.value.x, self._point.value.y = x, y
+            if self._grid_ref(self._t, self._point[0], ffi.addressof(self._selection, ref)):
+                return self._term.text()
+        while True:
+            res = lib.ghostty_terminal_selection_format_buf(self._t, self._format[0], self._text_buf,
+                                                            len(self._text_buf), self._text_len)
+            if res != lib.GHOSTTY_OUT_OF_SPACE:
+                break
+            self._text_buf = ffi.new("uint8_t[]", max(self._text_len[0], 2 * len(self._text_buf)))
+        if res:
+            return self._term.text()
+        return ffi.buffer(self._text_buf, self._text_len[0])[:].decode("utf-8", "replace")
 
     def text(self) -> str:
         """The visible rows joined by newlines."""
