@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 #: The version the lab's notes and captures were made with.
@@ -31,8 +33,23 @@ def find_claude() -> str | None:
     return shutil.which("claude")
 
 
-def claude_config(project_dir: str | os.PathLike[str], api_key: str) -> dict[str, object]:
-    """The ``~/.claude.json`` of a user who finished onboarding and trusts ``project_dir``."""
+def claude_version(binary: str) -> str | None:
+    """``x.y.z`` from ``claude --version`` (captures are filed under the version that drew them)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"\s*(\d+\.\d+\.\d+\S*)", out)
+    return m.group(1) if m else None
+
+
+def claude_config(project_dir: str | os.PathLike[str], api_key: str, *, trusted: bool = True,
+                  key_approved: bool = True) -> dict[str, object]:
+    """The ``~/.claude.json`` of a user who finished onboarding and trusts ``project_dir``.
+
+    ``trusted=False`` / ``key_approved=False`` leave the folder-trust / API-key dialog in place
+    at start-up (the captures of those dialogs need them).
+    """
     return {
         "hasCompletedOnboarding": True,
         "lastOnboardingVersion": PINNED_VERSION,
@@ -41,10 +58,10 @@ def claude_config(project_dir: str | os.PathLike[str], api_key: str) -> dict[str
         "autoUpdates": False,
         "numStartups": 1,
         # The CLI stores the last 20 characters of keys the user approved at start-up.
-        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
+        "customApiKeyResponses": {"approved": [api_key[-20:]] if key_approved else [], "rejected": []},
         "projects": {
             str(Path(project_dir).resolve()): {
-                "hasTrustDialogAccepted": True,
+                "hasTrustDialogAccepted": trusted,
                 "hasCompletedProjectOnboarding": True,
                 "allowedTools": [],
             }
@@ -53,7 +70,7 @@ def claude_config(project_dir: str | os.PathLike[str], api_key: str) -> dict[str
 
 
 def prepare_home(home: str | os.PathLike[str], project_dir: str | os.PathLike[str], api_key: str,
-                 base_url: str | None = None) -> dict[str, str]:
+                 base_url: str | None = None, *, trusted: bool = True, key_approved: bool = True) -> dict[str, str]:
     """Write a HOME for the CLI and return the environment to launch it with.
 
     ``base_url`` is the mock API (``ANTHROPIC_BASE_URL``); launch with
@@ -62,7 +79,8 @@ def prepare_home(home: str | os.PathLike[str], project_dir: str | os.PathLike[st
     home_path = Path(home)
     (home_path / ".claude").mkdir(parents=True, exist_ok=True)
     Path(project_dir).mkdir(parents=True, exist_ok=True)
-    (home_path / ".claude.json").write_text(json.dumps(claude_config(project_dir, api_key), indent=2))
+    (home_path / ".claude.json").write_text(json.dumps(
+        claude_config(project_dir, api_key, trusted=trusted, key_approved=key_approved), indent=2))
     env = {
         "HOME": str(home_path),
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),

@@ -278,8 +278,8 @@ def set_process_name(name: bytes = PROCESS_NAME) -> None:
         pass
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m panewatch.lab.fake_agent", description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.fake_agent") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--state-file", help="append the true state here, one JSON line per change")
     p.add_argument("--speed", type=float, default=1.0, help="divide every duration by this")
@@ -294,8 +294,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.fake_agent") -> int:
+    args = parse_args(argv, prog)
     with open(args.wording, "rb") as fh:
         wording = tomllib.load(fh)
     if args.plan is not None:

@@ -167,10 +167,10 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
     return app
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.mock_api") -> None:
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="python -m panewatch.lab.mock_api", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--scenario", default=None, help="TOML file, or a name in panewatch/lab/scenarios/")

@@ -180,6 +180,13 @@ class PtySession:
         with self._lock:
             return b"".join(c.data for c in self.chunks[since:] if c.direction == "out")
 
+    def snapshot(self) -> tuple[bytes, list[str], bool]:
+        """(every output byte so far, the screen's rows, mid-frame?) taken at one instant, so a
+        capture's bytes are exactly the ones behind the screen that was checked."""
+        with self._lock:
+            data = b"".join(c.data for c in self.chunks if c.direction == "out")
+            return data, self.screen.lines(), self.screen.mid_frame
+
     def mark(self) -> int:
         """An index into ``chunks`` to read output written after this moment."""
         with self._lock:
