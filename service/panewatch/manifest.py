@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 State = Literal["blocked", "working", "idle"]
 STATES: tuple[str, ...] = ("blocked", "working", "idle")
 
-#: A line drawn as a horizontal rule (Claude's prompt box and dialog borders).
-HORIZONTAL_RULE = re.compile(r"^\s*[╭╰├┌└]?[─━═]{8,}[╮╯┤┐┘]?\s*$")
+#: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end
+#: in a label (Claude 2.1.332 writes the session's name there after a plan: ``──── lab-plan ─``).
+HORIZONTAL_RULE = re.compile(r"^\s*[╭╰├┌└]?[─━═]{8,}(?:[^\S\n]+\S(?:[^\n]*\S)?[^\S\n]+[─━═]+)?[╮╯┤┐┘]?\s*$")
 
 _REGION = re.compile(
     r"^(screen|title|cursor_line|after_last_rule|before_last_rule|prompt_box|above_prompt_box"
