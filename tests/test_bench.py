@@ -144,3 +144,17 @@ async def test_runtime_gives_sessions_the_configured_backend():
         assert session.screen.lines()[0] == "hello from ghostty"
     finally:
         await runtime.stop()
+
+
+def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
+    pytest.importorskip("pyghostty")
+    from panewatch.cli import main
+    from panewatch.fixtures import default_root, find_folders
+
+    if not find_folders(default_root()):
+        pytest.skip("no fixture folders under fixtures/")
+    code = main(["fixtures", "--backend", "ghostty"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 0, last
+    done, total = last.rsplit(" ", 1)[1].split("/")
+    assert done == total and int(total) > 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import fixtures as fixture_files
 from . import transcript
+from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
 from .screen import Screen
@@ -44,9 +45,9 @@ def _read(path: str) -> bytes:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def render(data: bytes, rows: int, cols: int) -> Screen:
-    """A fresh screen of this size after ``data``."""
-    screen = Screen(rows, cols)
+def render(data: bytes, rows: int, cols: int, backend: str = "pyte") -> ScreenLike:
+    """A fresh screen of this size after ``data`` (on ``backend``'s emulator)."""
+    screen = Screen(rows, cols) if backend == "pyte" else make_screen(backend, rows, cols)
     screen.feed(data)
     return screen
 
@@ -143,7 +144,7 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
         for fx in fixture_files.load_folder(folder):
             manifest = _manifest(store, fx.agent)
             data = fx.read()
-            screen = render(data, fx.truth.rows, fx.truth.cols)
+            screen = render(data, fx.truth.rows, fx.truth.cols, args.backend)
             on_screen = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
             on_tail = manifest.classify(strip_tail(data))
             total += 1
@@ -211,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fixtures", help="truth vs byte-tail vs emulated-screen verdicts for fixture folders")
     p.add_argument("dir", nargs="?", help="fixture folder or root (default: the bundled fixtures/)")
     p.add_argument("--manifests", metavar="DIR", help="extra manifest folder")
+    p.add_argument("--backend", choices=BACKENDS, default="pyte", help="screen emulator (default pyte)")
     p.set_defaults(func=cmd_fixtures)
 
     p = sub.add_parser("serve", help="run the service (HTTP, WebSockets, dashboard)")
