@@ -24,6 +24,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 import pyte
@@ -41,6 +42,8 @@ OSC_COLOURS = {"10": "rgb:d0d0/d0d0/d0d0", "11": "rgb:0000/0000/0000", "12": "rg
 
 ALT_SCREEN_MODES = {47 << 5, 1047 << 5, 1049 << 5}
 SYNC_OUTPUT_MODE = 2026 << 5
+
+_CELL_DATA = attrgetter("data")
 
 #: Longest OSC body kept (titles); longer bodies (OSC 52 clipboard, images) are skipped.
 OSC_KEEP = 4096
@@ -126,7 +129,7 @@ class _PaneScreen(pyte.Screen):
             data = _drop_zero_width(data)
         if data:
             self._last_char = data[-1]
-            if self.cursor.x == 0 and self.cursor.y:
+            if self.cursor.x == 0 and self.cursor.y and unicodedata.combining(data[0]):
                 self.dirty.add(self.cursor.y - 1)  # a combining mark here joins the row above
             super().draw(data)
 
@@ -415,12 +418,15 @@ class Screen:
             todo: Any = range(self.rows)
         else:
             todo = screen.dirty
-        rows, cols = self._rows, range(self.cols)
+        rows = self._rows
         for y in todo:
             if 0 <= y < self.rows:
                 if y in buf:
                     row = buf[y]
-                    rows[y] = "".join(row[x].data for x in cols).rstrip()
+                    # cells past the last one written are blanks that rstrip() would drop anyway,
+                    # and each costs a Python-level __missing__ call: stop at the last written
+                    end = min(max(row, default=-1) + 1, self.cols)
+                    rows[y] = "".join(map(_CELL_DATA, map(row.__getitem__, range(end)))).rstrip()
                 else:
                     rows[y] = ""
         screen.dirty.clear()
