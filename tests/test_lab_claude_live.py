@@ -132,3 +132,20 @@ def test_other_dialogs_block_until_answered(lab: Lab, task: str, dialog: list[st
     assert s.wait_for(lambda t: done in t and IDLE in t, 20), s.text()
     assert not any(d in s.text() for d in dialog[1:])
     assert [step for step in lab.steps() if not step.startswith("side")] == steps
+
+
+def test_text_and_enter_in_one_read_is_a_paste_when_longer_than_20_characters(lab: Lab) -> None:
+    """Why Panewatch's send pastes text bracketed (or waits 80 ms) before Enter: 2.1.332 takes
+    a read of more than ~21 bytes ending in CR for a paste and keeps the CR as a newline
+    (measured: 20 characters + CR submit, 21 + CR do not)."""
+    s = lab.session
+    s.send("task:hello " + "x" * 19 + "\r")  # 30 characters + CR in one write
+    assert s.wait_for(lambda t: "task:hello " + "x" * 19 in t, 5), s.text()
+    assert not s.wait_for("Hello from the mock API", 1.5), "submitted, so the CLI no longer treats it as a paste"
+    assert lab.steps() == []
+    s.send("\x15")  # clear the box, then the API's way: bracketed paste, then Enter on its own
+    s.send("\x1b[200~task:hello " + "x" * 19 + "\x1b[201~")
+    time.sleep(0.08)
+    s.send("\r")
+    assert s.wait_for("Hello from the mock API", 10), s.text()
+    assert lab.steps() == ["hello"]
