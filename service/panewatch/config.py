@@ -37,7 +37,8 @@ class Settings(BaseSettings):
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
-    backend: Literal["pyte", "ghostty"] = Field("pyte", description="screen emulator")
+    backend: Literal["pyte", "ghostty"] = Field(
+        "pyte", description="screen emulator: pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     config: Path | None = Field(None, description="TOML file with any of these options")
