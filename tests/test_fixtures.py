@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-
 from panewatch.fixtures import Fixture, default_root, find_folders, load_folder
-from panewatch.manifest import CompiledManifest, ManifestStore, bundled_manifest_dir, region_lines
+from panewatch.manifest import (
+    CompiledManifest,
+    ManifestStore,
+    bundled_manifest_dir,
+    region_lines,
+)
 from panewatch.screen import Screen
 from panewatch.tail import strip_tail
 

@@ -7,13 +7,24 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-
 from panewatch.fixtures import FixtureTruth, load_folder
-from panewatch.lab.capture import CaptureRefused, capture_one, check_mock, check_screen, mock_turn
-from panewatch.lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step, load_plan
+from panewatch.lab.capture import (
+    CaptureRefused,
+    capture_one,
+    check_mock,
+    check_screen,
+    mock_turn,
+)
+from panewatch.lab.capture_plan import (
+    CapturePlan,
+    CaptureSpec,
+    MockTruth,
+    Step,
+    load_plan,
+)
 from panewatch.lab.claude_env import find_claude
 from panewatch.lab.fixture_writer import write_folder
+from pydantic import ValidationError
 
 CLAUDE = find_claude()
 needs_claude = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
@@ -141,5 +152,6 @@ def test_a_capture_whose_label_the_screen_contradicts_is_refused() -> None:
     with pytest.raises(CaptureRefused) as refused:
         capture_one(plan, wrong, CLAUDE, 24, 80, cut_timeout=1.0)
     reason = refused.value.reason
-    assert "screen lacks" in reason and "screen shows 'Do you want to'" in reason and "mock: the turn is 'tool'" in reason
+    assert "screen lacks" in reason and "screen shows 'Do you want to'" in reason
+    assert "mock: the turn is 'tool'" in reason
     assert any("Do you want to" in line for line in refused.value.screen)

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from panewatch.lab.cli import COMMANDS, main, parse_sizes
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "panewatch", "lab", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          check=False, timeout=timeout)
 
 
 def test_usage_lists_every_command_and_unknown_ones_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from live import Live, live_server
 from panewatch.lab.claude_env import PINNED_VERSION, find_claude, prepare_home
 from panewatch.lab.mock_server import MockServer

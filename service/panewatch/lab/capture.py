@@ -200,7 +200,8 @@ class Failure:
 
 def capture_all(plan: CapturePlan, binary: str, sizes: Sequence[tuple[int, int]], specs: Sequence[CaptureSpec],
                 jobs: int = 4, attempts: int = 2,
-                report: Callable[[Captured | Failure, int], None] | None = None) -> tuple[list[Captured], list[Failure]]:
+                report: Callable[[Captured | Failure, int], None] | None = None,
+                ) -> tuple[list[Captured], list[Failure]]:
     """Every spec at every size, ``jobs`` at a time; each gets ``attempts`` tries."""
     def one(spec: CaptureSpec, rows: int, cols: int) -> Captured | Failure:
         error = CaptureRefused("not tried")

@@ -36,7 +36,7 @@ def find_claude() -> str | None:
 def claude_version(binary: str) -> str | None:
     """``x.y.z`` from ``claude --version`` (captures are filed under the version that drew them)."""
     try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.match(r"\s*(\d+\.\d+\.\d+\S*)", out)

@@ -11,7 +11,7 @@ import argparse
 import shlex
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -98,7 +98,7 @@ def cmd_capture(argv: list[str]) -> int:
         print(f"panewatch lab capture: note: {binary} is {version}, the lab is pinned to {PINNED_VERSION}",
               file=sys.stderr)
     out = Path(args.out) if args.out else default_root() / plan.agent / version
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sizes = ",".join(f"{r}x{c}" for r, c in args.sizes)
     how = (f"{shlex.join(['panewatch', 'lab', 'capture', *argv])} ({when}; claude {version}; "
            f"plan {args.plan}, sizes {sizes})")

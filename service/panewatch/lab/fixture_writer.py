@@ -33,7 +33,8 @@ def render_truth(truth: TruthFile) -> str:
     ]
     for fx in truth.fixture:
         out += ["", "[[fixture]]", f"file = {_toml_str(fx.file)}", f"state = {_toml_str(fx.state)}",
-                f"rows = {fx.rows}", f"cols = {fx.cols}", f"kind = {_toml_str(fx.kind)}", f"note = {_toml_str(fx.note)}"]
+                f"rows = {fx.rows}", f"cols = {fx.cols}", f"kind = {_toml_str(fx.kind)}",
+                f"note = {_toml_str(fx.note)}"]
     return "\n".join(out) + "\n"
 
 

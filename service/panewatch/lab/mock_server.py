@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import uvicorn
 
@@ -42,10 +42,10 @@ class MockServer:
 
     def records(self) -> list[dict[str, Any]]:
         """A copy of every log record so far (request, first_token, reply)."""
-        with self.log._lock:  # noqa: SLF001 - same package; the log appends from the server thread
+        with self.log._lock:
             return list(self.log.records)
 
-    def start(self, timeout: float = 10.0) -> MockServer:
+    def start(self, timeout: float = 10.0) -> Self:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[self._sock])),
                                         name=f"mock-api-{self.port}", daemon=True)
         self._thread.start()
@@ -62,7 +62,7 @@ class MockServer:
             self._thread.join(10)
         self._sock.close()
 
-    def __enter__(self) -> MockServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
