@@ -407,7 +407,7 @@ async def _window(server: Server, seconds: float) -> dict[str, Any]:
     return {"start": start, "end": end, "api": api, "cpu_share": (cpu1 - cpu0) / (end - start),
             "emulated_per_s": (p1["emulated_bytes"] - p0["emulated_bytes"]) / (end - start),
             "lag_p99": pct(p1["lags"], 99), "lag_max": max(p1["lags"], default=0.0),
-            "max_pending": p1["max_pending_now"], "bytes_read": p1["bytes_read"]}
+            "max_pending": p1["max_pending"], "bytes_read": p1["bytes_read"]}
 
 
 async def scenario_flood(opts: argparse.Namespace, tmp: Path, backend: str) -> dict[str, Any]:
@@ -443,13 +443,13 @@ def print_flood(results: list[dict[str, Any]], opts: argparse.Namespace) -> None
     print(f"\n## 3. One pane flooding (`yes`, {len(FLOOD_LINE) + 2} B lines) while {opts.flood_agents} agents "
           f"change state ({opts.flood_mode} mode, {opts.flood_seconds:.0f} s per window)")
     print(f"{'backend':<9}{'window':<7}{'change median':>14}{'p99':>8}{'max':>8}{'missed':>8}{'API p99':>9}"
-          f"{'API max':>9}{'loop lag p99':>13}{'emulated':>12}{'backlog':>9}{'CPU':>7}")
+          f"{'API max':>9}{'loop lag p99':>13}{'emulated':>12}{'max backlog':>12}{'CPU':>7}")
     for r in results:
         for name in ("quiet", "flood"):
             x = r[name]
             print(f"{r['backend']:<9}{name:<7}{ms(x['all_median']):>14}{ms(x['all_p99']):>8}{ms(x['all_max']):>8}"
                   f"{x['missed']:>4}/{x['changes']:<3}{ms(x['api_p99']):>9}{ms(x['api_max']):>9}"
-                  f"{ms(x['lag_p99']):>13}{x['emulated_per_s'] / 1e6:>8.2f} MB/s{x['max_pending'] / 1024:>6.0f} KB"
+                  f"{ms(x['lag_p99']):>13}{x['emulated_per_s'] / 1e6:>8.2f} MB/s{x['max_pending'] / 1024:>9.0f} KB"
                   f"{x['cpu_share'] * 100:>6.0f}%")
         q, f = r["quiet"], r["flood"]
         print(f"{r['backend']}: the flood adds {ms(f['all_p99'] - q['all_p99'])} to the p99 change delay "

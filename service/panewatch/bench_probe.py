@@ -42,6 +42,18 @@ class Probe:
             if len(self.lags) > 100_000:
                 del self.lags[:50_000]
 
+    def watch_backlog(self, runtime: Any) -> None:
+        """Note the largest backlog (bytes read, not yet emulated) right after every PTY read,
+        where it peaks: sampled from a timer it is always seen after the feed has drained it."""
+        on_output = runtime._on_output
+
+        def wrapped(session: Any, data: bytes) -> None:
+            on_output(session, data)
+            if len(session.pending) > self.max_pending:
+                self.max_pending = len(session.pending)
+
+        runtime._on_output = wrapped
+
 
 def build_app(settings: Settings, probe: Probe) -> Any:
     app = create_app(settings)
@@ -57,12 +69,13 @@ def build_app(settings: Settings, probe: Probe) -> Any:
             "emulated_bytes": runtime.emulated_bytes,
             "classifications": runtime.classifications,
             "sessions": len(runtime.sessions),
-            "max_pending_now": max(pending, default=0),
+            "max_pending": max(probe.max_pending, *pending, 0),
             "bytes_read": {sid: s.bytes_read for sid, s in runtime.sessions.items()},
         }
         if reset:
             runtime.sweep_seconds.clear()
             probe.lags.clear()
+            probe.max_pending = 0
         return out
 
     return app
@@ -74,6 +87,7 @@ async def run(settings: Settings) -> None:
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
+    probe.watch_backlog(app.state.runtime)
     lag_task = asyncio.ensure_future(probe.sample_lag())
     try:
         await server.serve()
