@@ -7,7 +7,6 @@ import json
 import os
 import stat
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,14 +15,6 @@ from panewatch.runtime import Conflict, Runtime, SessionError
 from panewatch.session import SessionSpec
 
 from scripted import claude_like, stubborn_prompt
-
-
-@pytest.fixture
-async def runtime():
-    rt = Runtime(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50)
-    await rt.start()
-    yield rt
-    await rt.stop()
 
 
 async def wait_state(rt: Runtime, sid: str, state: str, timeout: float = 8.0) -> dict:

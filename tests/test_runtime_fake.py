@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.runtime import Conflict, Runtime
+from panewatch.runtime import Conflict
 from panewatch.session import SessionSpec
 
 
@@ -27,14 +26,6 @@ async def until(predicate, timeout: float = 15.0, step: float = 0.02):
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(step)
-
-
-@pytest.fixture
-async def runtime():
-    rt = Runtime(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50)
-    await rt.start()
-    yield rt
-    await rt.stop()
 
 
 async def test_fake_agent_session_follows_its_truth_through_prompts(runtime, tmp_path):

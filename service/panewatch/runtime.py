@@ -14,7 +14,6 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
 from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
