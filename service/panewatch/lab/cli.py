@@ -127,8 +127,13 @@ def cmd_capture(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
-#: name → (help, runner). "evaluate" (classifier vs ground truth over live runs) is added by
-#: its own module, e.g. ``"evaluate": ("…", cmd_evaluate)`` with ``panewatch.lab.evaluate``.
+def cmd_evaluate(argv: list[str]) -> int:
+    from panewatch.lab import evaluate
+
+    return evaluate.main(argv, prog="panewatch lab evaluate")
+
+
+#: name → (help, runner).
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "mock-api": ("mock Anthropic Messages API driven by a scenario (--port P [--scenario FILE] [--log FILE])",
                  cmd_mock_api),
@@ -136,6 +141,8 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
                    cmd_fake_agent),
     "capture": ("labelled raw captures of the real CLI at several terminal sizes, plus truth.toml",
                 cmd_capture),
+    "evaluate": ("the seed's detector table: a live agent in a real server vs its ground truth (--agent fake|claude)",
+                 cmd_evaluate),
 }
 
 

@@ -1,0 +1,160 @@
+"""A real Panewatch server for the evaluation, and the ways the evaluation watches it.
+
+The server is the production one (``create_app`` + uvicorn on a loopback port, the runtime's
+sweep, signals and guarded writes), run in a thread with its own event loop so that nothing
+the evaluation does can delay it. The evaluation looks at it three ways:
+
+* as a client of ``WS /ws/state`` (``watch_states``): the service's verdicts, timed on arrival;
+* through a tap on the session's output (``Session.output_listeners``), attached in the same
+  loop step that creates the session, so the shadow detectors see every byte the service saw;
+* through a wrapper around ``Runtime.report`` that records each hook payload the CLI posts to
+  ``/report`` (then hands it on unchanged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import uvicorn
+import websockets
+
+from panewatch.api import create_app
+from panewatch.config import Settings
+from panewatch.runtime import Runtime
+
+from .eval_log import Recorder
+
+
+class _TapOnCreate:
+    """An ``EventHub`` subscriber that taps a session's output as soon as it is created.
+
+    ``publish`` calls ``put`` synchronously inside ``Runtime.create``, before the loop has had
+    a chance to read a byte from the new PTY, so no output escapes the tap.
+    """
+
+    def __init__(self, runtime: Runtime, tap: Callable[[bytes], None]) -> None:
+        self.runtime, self.tap = runtime, tap
+        self.tapped: set[str] = set()
+
+    def put(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "created":
+            return
+        sid = event["session"]["id"]
+        session = self.runtime.sessions.get(sid)
+        if session is not None and sid not in self.tapped:
+            self.tapped.add(sid)
+            session.output_listeners.append(self.tap)
+
+
+class ServiceHarness:
+    """``with ServiceHarness(recorder, tap) as svc: svc.url, svc.token, svc.runtime``."""
+
+    def __init__(self, recorder: Recorder, tap: Callable[[bytes], None], *, sweep_ms: int = 700) -> None:
+        self.recorder = recorder
+        self.token = secrets.token_urlsafe(24)
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms)
+        self.app = create_app(self.settings)
+        self.runtime: Runtime = self.app.state.runtime
+        self.runtime.events.subscribers.add(_TapOnCreate(self.runtime, tap))  # type: ignore[arg-type]
+        self._wrap_reports()
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
+        self._thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def _wrap_reports(self) -> None:
+        original = self.runtime.report
+
+        def report(sid: str, payload: dict[str, Any]) -> Any:
+            t = time.monotonic()
+            result = original(sid, payload)
+            self.recorder.add("hook", t, session=sid, event=payload.get("hook_event_name") or "report",
+                              notification=payload.get("notification_type"), tool=payload.get("tool_name"),
+                              state=result.state if result else None)
+            return result
+
+        self.runtime.report = report  # type: ignore[method-assign]
+
+    def start(self, timeout: float = 15.0) -> ServiceHarness:
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self.loop = loop
+            loop.run_until_complete(self._server.serve(sockets=[self._sock]))
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="panewatch-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the Panewatch server did not start")
+            time.sleep(0.01)
+        return self
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run ``fn`` on the server's loop (where the runtime lives); its result as a future."""
+        assert self.loop is not None
+        done: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return done
+
+    async def write_direct(self, sid: str, data: bytes) -> None:
+        """Bypass the guarded endpoints: write to the PTY as a keyboard would."""
+        await asyncio.wrap_future(self.submit(lambda: self.runtime.get(sid).proc.write(data)))  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(20)
+        self._sock.close()
+
+    def __enter__(self) -> ServiceHarness:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def watch_states(harness: ServiceHarness, recorder: Recorder, ready: asyncio.Event) -> None:
+    """Record every state the service announces on ``/ws/state``, timed on arrival."""
+    headers = {"Authorization": f"Bearer {harness.token}"}
+    async with websockets.connect(harness.ws_url + "/ws/state", additional_headers=headers) as ws:
+        async for message in ws:
+            t = time.monotonic()
+            event = json.loads(message)
+            kind = event.get("type")
+            if kind == "snapshot":
+                ready.set()
+                for s in event.get("sessions", []):
+                    recorder.add("service", t, session=s["id"], v=s["state"], source=s.get("source"),
+                                 rule=s.get("rule"), snapshot=True)
+            elif kind == "state":
+                recorder.add("service", t, session=event["session"], v=event["state"], source=event.get("source"),
+                             rule=event.get("rule"), why=event.get("why"), at=event.get("at"))
+            elif kind == "notification":
+                recorder.add("notification", t, session=event.get("session"), state=event.get("state"))
