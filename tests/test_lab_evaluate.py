@@ -231,6 +231,10 @@ def test_tiny_live_evaluation_end_to_end(tmp_path, capsys) -> None:
     assert evaluate.main(["--analyze", str(tmp_path / "tiny.jsonl.gz"), "--out", str(again), "--no-png"]) == 0
     table = md.split("## The seed's table")[1].split("**Panewatch service** is")[0]
     assert table in (again / "tiny.md").read_text()
+    # a dotted name (claude-2.1.332) keeps its dots
+    (tmp_path / "tiny.jsonl.gz").rename(tmp_path / "claude-2.1.332.jsonl.gz")
+    assert evaluate.main(["--analyze", str(tmp_path / "claude-2.1.332.jsonl.gz"), "--out", str(again), "--no-png"]) == 0
+    assert (again / "claude-2.1.332.md").exists()
 
 
 def test_panewatch_lab_dispatches_evaluate(capsys) -> None:

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     if args.analyze is not None:
         records = eval_log.load(args.analyze)
         a = analyze(records)
-        name = args.name or args.analyze.name.split(".")[0]
+        name = args.name or args.analyze.name.removesuffix(".gz").removesuffix(".jsonl")
         for path in write_outputs(a, args.out, name, png=not args.no_png, log=None):
             print(path)
         return 0
