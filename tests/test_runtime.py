@@ -282,3 +282,24 @@ async def test_a_pane_idle_from_launch_never_says_done(runtime):
     assert info["source"] == "screen"
     await asyncio.sleep(0.2)
     assert notes == []
+
+
+async def test_a_late_permission_notification_after_an_answer_does_not_reblock(runtime):
+    s = runtime.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2, work=2.0)),
+                                   rows=12, cols=60))
+    await wait_state(runtime, s.id, "blocked")
+    runtime.report(s.id, {"hook_event_name": "PermissionRequest", "tool_name": "Bash"})
+    result = await runtime.answer(s.id, option=1)
+    assert result.took
+    runtime.report(s.id, {"hook_event_name": "PostToolUse", "tool_name": "Bash"})
+    # the CLI's ~6 s reminder of the same prompt, arriving after the answer
+    ignored = runtime.report(s.id, {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
+    assert ignored is None
+    assert s.info()["state"] == "working"
+
+
+async def test_a_permission_notification_counts_when_no_permission_request_came(runtime):
+    s = runtime.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40))
+    await wait_state(runtime, s.id, "idle")
+    report = runtime.report(s.id, {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
+    assert report is not None and s.info()["state"] == "blocked"

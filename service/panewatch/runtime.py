@@ -34,6 +34,9 @@ TICK_BUDGET_S = 0.02
 HIGH_WATER = 512 * 1024
 LOW_WATER = 64 * 1024
 
+#: A permission Notification this soon after a PermissionRequest repeats that prompt.
+REDUNDANT_NOTIFICATION_S = 60.0
+
 Mode = Literal["sweep", "change"]
 
 
@@ -452,7 +455,15 @@ class Runtime:
         state, event, detail = state_from_payload(payload)
         if state is None:
             return None
-        report = Report(state, event, self.clock(), detail)
+        now = self.clock()
+        if event == "PermissionRequest":
+            session.permission_requested_at = now
+        elif (state == "blocked" and event.startswith("Notification:") and session.permission_requested_at is not None
+              and now - session.permission_requested_at < REDUNDANT_NOTIFICATION_S):
+            # Claude repeats a prompt ~6 s later as a permission Notification; when the prompt
+            # was already reported, that repeat can only arrive late (after an answer) and lie
+            return None
+        report = Report(state, event, now, detail)
         session.report = report
         session.report_gen += 1
         if not session.exited:

@@ -70,6 +70,7 @@ class Session:
         # signals
         self.report: Report | None = None
         self.report_gen = 0
+        self.permission_requested_at: float | None = None
         self.fg_pgid: int | None = None
         self.fg: Program | None = None
         self.fg_gen = 0  # bumped whenever the foreground group or its program changes
