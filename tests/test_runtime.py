@@ -303,3 +303,22 @@ async def test_a_permission_notification_counts_when_no_permission_request_came(
     await wait_state(runtime, s.id, "idle")
     report = runtime.report(s.id, {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
     assert report is not None and s.info()["state"] == "blocked"
+
+
+async def test_change_mode_reads_big_repaints_at_once_and_spinner_frames_at_the_sweep_pace():
+    rt = Runtime(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=5000, mode="change", settle_ms=30,
+                 cap_ms=150, change_bytes=256)
+    await rt.start()
+    try:
+        spinner = rt.create(SessionSpec(agent="claude", command=bash(
+            "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; i=$((i+1)); "
+            "sleep 0.05; done"), rows=6, cols=60))
+        await wait_state(rt, spinner.id, "working", timeout=8)
+        before = rt.classifications
+        await asyncio.sleep(2.0)  # ~40 frames of ~40 bytes
+        assert rt.classifications - before <= 10  # not one read per frame
+        # a dialog is a big repaint: read once output pauses, long before the 5 s sweep
+        s = rt.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2)), rows=12, cols=60))
+        await wait_state(rt, s.id, "blocked", timeout=3)
+    finally:
+        await rt.stop()

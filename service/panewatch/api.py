@@ -128,7 +128,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
                         command=settings.notify_command)
     runtime = runtime or Runtime(
         store, sweep_ms=settings.sweep_ms, mode=settings.mode, settle_ms=settings.settle_ms,
-        cap_ms=settings.cap_ms, report_freshness=settings.report_freshness_s, notifier=notifier,
+        cap_ms=settings.cap_ms, change_bytes=settings.change_bytes, report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
         transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
     )

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
         "sweep", description="sweep: classify every sweep_ms; change: shortly after output pauses")
     settle_ms: int = Field(40, ge=5, le=5000, description="change mode: quiet time before classifying")
     cap_ms: int = Field(150, ge=10, le=10_000, description="change mode: longest wait while output never pauses")
+    change_bytes: int = Field(
+        256, ge=0, le=1 << 20,
+        description="change mode: output since the last read that is read at once; less (a spinner frame) waits up to sweep_ms")
     manifests: Path | None = Field(None, description="extra manifest folder, overriding the bundled ones")
     report_freshness_s: float = Field(60.0, gt=0, description="how long a hook report is trusted")
     cooldown_s: float = Field(30.0, ge=0, description="notifications: per session and state")

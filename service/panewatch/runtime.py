@@ -130,6 +130,7 @@ class Runtime:
         mode: Mode = "sweep",
         settle_ms: int = 40,
         cap_ms: int = 150,
+        change_bytes: int = 256,
         report_freshness: float = 60.0,
         notifier: Notifier | None = None,
         service_url: str = "",
@@ -148,6 +149,7 @@ class Runtime:
         self.events = EventHub()
         self.settle_s = settle_ms / 1000
         self.cap_s = cap_ms / 1000
+        self.change_bytes = change_bytes
         self.freshness = report_freshness
         self.notifier = notifier or Notifier()
         self.notifier.subscribe(lambda n: self.events.publish({"type": "notification", **asdict(n)}))
@@ -158,7 +160,8 @@ class Runtime:
         self._feeding: list[Session] = []
         self._feed_scheduled = False
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._first_change: dict[str, float] = {}
+        self._first_change: dict[str, float] = {}  # change mode: first unread big change
+        self._first_small: dict[str, float] = {}  # change mode: first unread small change
         self._tasks: list[asyncio.Task[Any]] = []
         # figures for /metrics and the benchmark
         self.sweeps = 0
@@ -287,6 +290,8 @@ class Runtime:
         timer = self._timers.pop(sid, None)
         if timer:
             timer.cancel()
+        self._first_change.pop(sid, None)
+        self._first_small.pop(sid, None)
         self.notifier.forget(sid)
         self.events.publish({"type": "deleted", "session": sid})
         return session
@@ -312,6 +317,7 @@ class Runtime:
     # -- output and feeding ----------------------------------------------------------------
     def _on_output(self, session: Session, data: bytes) -> None:
         session.on_output(data)
+        session.unread_bytes += len(data)
         if session not in self._feeding:
             self._feeding.append(session)
         if len(session.pending) > HIGH_WATER and session.proc:
@@ -372,6 +378,7 @@ class Runtime:
             session.feed_all()
         session.sample_foreground()
         self.classifications += 1
+        session.unread_bytes = 0
         decision = session.classify(self.store, self.freshness)
         self._apply(session, decision)
         return decision
@@ -411,10 +418,17 @@ class Runtime:
                 del self.sweep_seconds[:1024]
 
     def _schedule_change(self, session: Session) -> None:
-        """Change-driven mode: classify once output pauses, but no later than ``cap_s``."""
+        """Change-driven mode: read the screen once output pauses (``settle_s``), but no later
+        than ``cap_s`` after the change — when at least ``change_bytes`` arrived since the last
+        read. Less than that (a spinner frame, a clock tick) waits up to the sweep interval: a
+        dialog is a repaint of hundreds of bytes, and reading the screen after every 60-byte
+        spinner frame costs ten reads a second per agent for nothing."""
         now = self.clock()
-        first = self._first_change.setdefault(session.id, now)
-        due = min(now + self.settle_s, first + self.cap_s)
+        if self._hot(session, now):
+            first = self._first_change.setdefault(session.id, now)
+            due = min(now + self.settle_s, first + self.cap_s)
+        else:
+            due = self._first_small.setdefault(session.id, now) + self.sweep_s
         timer = self._timers.get(session.id)
         if timer is not None:
             if timer.when() <= due:
@@ -423,22 +437,32 @@ class Runtime:
         assert self.loop is not None
         self._timers[session.id] = self.loop.call_at(due, self._change_due, session)
 
+    def _hot(self, session: Session, now: float) -> bool:
+        """Enough output to read at once, or the tail of a repaint that was just read."""
+        return session.unread_bytes >= self.change_bytes or now < session.hot_until
+
     def _change_due(self, session: Session) -> None:
         self._timers.pop(session.id, None)
         if session.id not in self.sessions:
             return
         now = self.clock()
-        first = self._first_change.get(session.id, now)
-        quiet = now - session.last_output >= self.settle_s - 1e-3
-        if not quiet and now - first < self.cap_s:
-            self._schedule_change(session)
-            return
+        if self._hot(session, now):
+            first = self._first_change.get(session.id, now)
+            quiet = now - session.last_output >= self.settle_s - 1e-3
+            if not quiet and now - first < self.cap_s:
+                self._schedule_change(session)
+                return
+            if session.unread_bytes >= self.change_bytes:
+                # the tail of a big repaint, split over reads, is read promptly too
+                session.hot_until = now + 2 * self.settle_s
         self._first_change.pop(session.id, None)
+        self._first_small.pop(session.id, None)
         if session.pending:
             session.feed_all()
         session.sample_foreground()
         if session.needs_classify(self.store, self.freshness):
             self.classify(session, fresh=False)
+        session.unread_bytes = 0
 
     def _on_exit(self, session: Session, code: int) -> None:
         session.exit_code = code

@@ -62,6 +62,8 @@ class Session:
         self.proc: PtyProcess | None = None
         self.raw = bytearray()
         self.pending = bytearray()  # read from the PTY, not yet fed to the screen
+        self.unread_bytes = 0  # output since the screen was last classified
+        self.hot_until = float("-inf")  # change mode: read small changes promptly until then
         self.bytes_read = 0
         self.last_output = clock()
         self.error: str | None = None
