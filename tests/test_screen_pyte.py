@@ -1,0 +1,34 @@
+"""The pyte wrapper against bare pyte: its fast paths must draw exactly what pyte draws."""
+
+from __future__ import annotations
+
+import pyte
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from panewatch.screen import Screen
+
+
+_PLAIN_PIECES = st.sampled_from([
+    "a", "b", "hello ", "x" * 37, "\r", "\n", "\r\n", "\b", "\t", "\x1b[31m", "\x1b[1;44m", "\x1b[0m",
+    "\x1b[7m", "\x1b[2K", "\x1b[K", "\x1b[1K", "\x1b[J", "\x1b[2J", "\x1b[1J", "\x1b[H", "\x1b[3;5H",
+    "\x1b[2A", "\x1b[3B", "\x1b[4C", "\x1b[2D", "\x1b[10G", "\x1b[4h", "\x1b[4l", "\x1b[?7l", "\x1b[?7h",
+    "\x1b7", "\x1b8", "\x1b[2;4r", "\x1b[r", "\x1bD", "\x1bM", "\x1b[2P", "\x1b[3@", "\x1b[2X",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PLAIN_PIECES, max_size=60).map("".join), st.integers(2, 8), st.integers(10, 50))
+def test_pyte_wrapper_draws_what_bare_pyte_draws(text, rows, cols):
+    """On input bare pyte handles correctly, the wrapper's fast paths give the very same cells."""
+    bare = pyte.Screen(cols, rows)
+    pyte.Stream(bare).feed(text)
+    ours = Screen(rows, cols)
+    ours.feed(text.encode())
+    assert ours.lines() == [line.rstrip() for line in bare.display]
+    for y in range(rows):
+        for x in range(cols):
+            mine, theirs = ours._screen.buffer[y][x], bare.buffer[y][x]
+            assert (mine.data or " ", mine.fg, mine.bg, mine.bold, mine.reverse) == \
+                (theirs.data or " ", theirs.fg, theirs.bg, theirs.bold, theirs.reverse), (y, x)
+    assert (ours.cursor.row, ours.cursor.col) == (bare.cursor.y, bare.cursor.x)
