@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import time
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -84,3 +86,16 @@ async def live_server(**overrides: Any):
         server.should_exit = True
         await task
         sock.close()
+
+
+def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15.0) -> None:
+    """Block until ``proc`` accepts connections on ``port`` (failing with its stderr if it died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.05)

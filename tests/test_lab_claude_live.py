@@ -19,6 +19,8 @@ import panewatch
 from panewatch.lab.claude_env import claude_argv, find_claude, prepare_home
 from panewatch.lab.pty_session import PtySession
 
+from live import wait_listening
+
 CLAUDE = find_claude()
 pytestmark = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
                                 "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")
@@ -56,15 +58,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         [sys.executable, "-m", "panewatch.lab.mock_api", "--port", str(port), "--scenario", "basic", "--log", str(log)],
         env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
-                assert time.monotonic() < deadline, "mock API did not start"
-                time.sleep(0.05)
+        wait_listening(port, server, "mock API")
         project = tmp_path / "project"
         env = prepare_home(tmp_path / "home", project, API_KEY, f"http://127.0.0.1:{port}")
         assert CLAUDE is not None

@@ -6,12 +6,13 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from panewatch.lab.cli import COMMANDS, main, parse_sizes
+
+from live import wait_listening
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -61,15 +62,7 @@ def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
                              "--scenario", "basic", "--log", str(log)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                assert time.monotonic() < deadline, "mock-api did not start"
-                time.sleep(0.05)
+        wait_listening(port, proc, "mock-api")
         # a main turn, as the CLI sends it: streamed, with tools
         body = {"model": "m", "max_tokens": 10, "stream": True, "tools": [{"name": "Bash", "input_schema": {}}],
                 "messages": [{"role": "user", "content": "task:hello"}]}

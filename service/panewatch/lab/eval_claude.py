@@ -12,7 +12,6 @@ them. The bot answers a dialog only once that watch sees it, 3–8 s later (far 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import socket
@@ -25,7 +24,7 @@ from typing import Any
 from .claude_env import claude_argv, prepare_home
 from .eval_bot import Bot, sleep_until, wait_for
 from .eval_detectors import ScreenWatch
-from .eval_log import Recorder
+from .eval_log import JsonlTail, Recorder
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -96,23 +95,11 @@ class MockFollower:
 
     def __init__(self, path: Path, recorder: Recorder) -> None:
         self.path, self.recorder = path, recorder
-        self._pos = 0
-        self._partial = b""
+        self._tail = JsonlTail(path)
         self.records: list[dict[str, Any]] = []
 
     def poll(self) -> None:
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self._pos)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        self._pos += len(data)
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            r = json.loads(line)
+        for r in self._tail.read():
             keep = {k: r[k] for k in ("event", "id", "path", "step", "status", "stop_reason", "stream") if k in r}
             conv = r.get("conversation")
             if conv:

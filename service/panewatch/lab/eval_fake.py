@@ -9,14 +9,13 @@ detector under test.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .eval_bot import Bot, sleep_until, wait_for
-from .eval_log import Recorder
+from .eval_log import JsonlTail, Recorder
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -34,24 +33,12 @@ class TruthFollower:
 
     def __init__(self, path: Path, recorder: Recorder) -> None:
         self.path, self.recorder = path, recorder
-        self._pos = 0
-        self._partial = b""
+        self._tail = JsonlTail(path)
         self.state: str | None = None
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     def poll(self) -> None:
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self._pos)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        self._pos += len(data)
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            record = json.loads(line)
+        for record in self._tail.read():
             extra = {k: record[k] for k in ("tool", "task") if k in record}
             self.recorder.add("truth", record["mono"], v=record["state"], **extra)
             self.state = record["state"]

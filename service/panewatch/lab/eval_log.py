@@ -37,6 +37,29 @@ class Recorder:
         return sorted(out, key=lambda r: r["t"])
 
 
+class JsonlTail:
+    """The JSON lines another process appended to a file since the last ``read()``.
+
+    The fake agent's state file and the mock API's log grow while the evaluation runs; a line
+    cut off mid-write is kept until the rest of it arrives."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pos = 0
+        self._partial = b""
+
+    def read(self) -> list[Record]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._pos)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        self._pos += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+
 def save(records: Iterable[Record], path: Path) -> None:
     """JSON lines, gzip-compressed when the name ends in ``.gz``."""
     text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
