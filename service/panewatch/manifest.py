@@ -328,13 +328,6 @@ def parse_manifest(path: Path, source: str | None = None) -> Manifest:
         raise ManifestError(path, reason, line=line) from None
 
 
-def load_manifest(path: Path) -> CompiledManifest:
-    """Parse and compile one manifest file on its own (``extends`` is not resolved)."""
-    path = Path(path)
-    manifest = parse_manifest(path)
-    return CompiledManifest.build(manifest, path, _mtime(path))
-
-
 def _mtime(path: Path) -> int:
     try:
         return path.stat().st_mtime_ns

@@ -174,10 +174,6 @@ class PtyProcess:
             self.loop.remove_writer(self.master)
             self._writing = False
 
-    @property
-    def pending_input(self) -> int:
-        return len(self._write_queue)
-
     # -- control ---------------------------------------------------------------------------
     def resize(self, rows: int, cols: int) -> None:
         """Set the terminal size; the kernel sends SIGWINCH to the foreground process group."""

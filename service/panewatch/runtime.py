@@ -372,11 +372,13 @@ class Runtime:
                                         state=decision.state, source=decision.source,
                                         rule=decision.rule, why=decision.why)
 
-    def classify(self, session: Session, *, fresh: bool = True) -> Decision:
-        """Classify one session now (``fresh``: feed every pending byte first)."""
+    def classify(self, session: Session, *, fresh: bool = True, sample: bool = True) -> Decision:
+        """Classify one session now (``fresh``: feed every pending byte first; ``sample``:
+        re-read the foreground process, unless the caller just did)."""
         if fresh:
             session.feed_all()
-        session.sample_foreground()
+        if sample:
+            session.sample_foreground()
         self.classifications += 1
         session.unread_bytes = 0
         decision = session.classify(self.store, self.freshness)
@@ -392,7 +394,7 @@ class Runtime:
         # do not read a screen in the middle of a repaint, unless it has stalled there
         if (session.pending or session.screen.mid_frame) and now - session.last_output < 1.0:
             return
-        self.classify(session, fresh=False)
+        self.classify(session, fresh=False, sample=False)
 
     async def _sweep_loop(self) -> None:
         next_manifest_check = 0.0
@@ -461,7 +463,7 @@ class Runtime:
             session.feed_all()
         session.sample_foreground()
         if session.needs_classify(self.store, self.freshness):
-            self.classify(session, fresh=False)
+            self.classify(session, fresh=False, sample=False)
         session.unread_bytes = 0
 
     def _on_exit(self, session: Session, code: int) -> None:

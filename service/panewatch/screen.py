@@ -554,9 +554,3 @@ class Screen:
         self.rows, self.cols = rows, cols
         self._rows = None
         self._screen.resize(lines=rows, columns=cols)
-
-
-# pyte exposes its modes under names; keep the ones callers check close at hand.
-BRACKETED_PASTE = 2004
-FOCUS_EVENTS = 1004
-assert pyte_modes.DECTCEM == 25 << 5
