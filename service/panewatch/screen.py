@@ -56,7 +56,8 @@ OSC_KEEP = 4096
 # (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
 _SPECIAL = re.compile(
     r"""
-    \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
+    (?P<kitty_query>\x1b\[\?u)
+  | \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
   | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
   | \x1b\[ (?P<sgr_params>[0-9;]*:[0-9;:]*) m
   | \x1b\[ (?P<csi_x_params>[0-9;]*) (?P<csi_x_final>[STbstu])
@@ -327,6 +328,7 @@ class Screen:
         self.seq = 0
         self.title = ""
         self.errors = 0
+        self.kitty_flags: list[int] = []  # kitty keyboard protocol flags stack (CSI > f u pushes)
         self._rows: list[str] | None = None  # lines() as of the last call; pyte's dirty rows are redone
 
     # -- input -----------------------------------------------------------------------------
@@ -375,7 +377,9 @@ class Screen:
             self._pyte(text[pos: m.start()])
             pos = m.end()
             kind = m.lastgroup
-            if kind == "csi_p_final":
+            if kind == "kitty_query":  # kitty keyboard protocol: report the current flags
+                self._reply(f"\x1b[?{self.kitty_flags[-1] if self.kitty_flags else 0}u")
+            elif kind == "csi_p_final":
                 self._private_csi(m["csi_prefix"], m["csi_p_params"], m["csi_p_inter"], m["csi_p_final"])
             elif kind == "csi_i_final":
                 self._intermediate_csi(bool(m["csi_q"]), m["csi_i_params"], m["csi_i_inter"], m["csi_i_final"])
@@ -413,7 +417,24 @@ class Screen:
             self._reply(DA2_REPLY)
         elif prefix == ">" and final == "q" and not inter:
             self._reply(XTVERSION_REPLY)
+        elif final == "u" and not inter:
+            self._kitty_keyboard(prefix, params)
         # CSI < u, CSI = u, CSI > 4;2 m (XTMODKEYS), kitty keyboard pushes ...: no visible effect
+
+    def _kitty_keyboard(self, prefix: str, params: str) -> None:
+        """Keep the kitty keyboard flags stack (push ``>f``, pop ``<n``, set ``=f;m``) so that
+        ``CSI ? u`` answers truthfully: Gemini CLI trusts pastes, and so keeps an Enter sent
+        right after one, only when the terminal answers that query."""
+        nums = [int(p) if p.isdigit() else 0 for p in params.split(";")] if params else []
+        if prefix == ">":
+            self.kitty_flags = (self.kitty_flags + [nums[0] if nums else 0])[-16:]
+        elif prefix == "<":
+            del self.kitty_flags[len(self.kitty_flags) - min(len(self.kitty_flags), nums[0] if nums else 1):]
+        elif prefix == "=":
+            flags, how = (nums + [0, 1])[:2] if nums else (0, 1)
+            current = self.kitty_flags[-1] if self.kitty_flags else 0
+            new = flags if how == 1 else (current | flags if how == 2 else current & ~flags)
+            self.kitty_flags = (self.kitty_flags[:-1] if self.kitty_flags else []) + [new]
 
     def _intermediate_csi(self, private: bool, params: str, inter: str, final: str) -> None:
         if inter == "$" and final == "p":  # DECRQM: report whether a mode is set
