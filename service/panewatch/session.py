@@ -83,6 +83,11 @@ class Session:
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
         self.decision = Decision("working", "start", None, "starting")
+        # start-up: until a rule of the agent's manifest matched once, or its startup_timeout
+        # passed, a screen no rule matches reads working (source "start"), not idle
+        self.started_mono = clock()
+        self.rule_seen = False
+        self.startup_deadline = float("-inf")
         self.since = time.time()
         self.since_mono = clock()
         self.classified: tuple[int, int, int | None, int] | None = None
@@ -179,6 +184,11 @@ class Session:
         if verdict.state != self.verdict.state:
             self.screen_changed_at = now
         self.verdict = verdict
+        if verdict.rule is not None:
+            self.rule_seen = True
+        timeout = manifest.manifest.startup_timeout if manifest is not None else 0.0
+        self.startup_deadline = self.started_mono + timeout
+        starting = not self.rule_seen and now < self.startup_deadline
         self.classified = (self.screen.seq, self.report_gen, self.fg_gen, store.generation)
         return combine(
             verdict,
@@ -189,13 +199,17 @@ class Session:
             shell_back=self.shell_back(),
             exit_code=self.exit_code,
             exited=self.exited,
+            starting=starting,
         )
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
         if self.classified != (self.screen.seq, self.report_gen, self.fg_gen, store.generation):
             return True
-        # a report that just went stale changes the answer without anything else moving
+        # a start-up that timed out, or a report that just went stale, changes the answer
+        # without anything else moving
+        if self.decision.source == "start" and self.clock() >= self.startup_deadline:
+            return True
         return self.decision.source == "hook" and not report_is_fresh(
             self.report, self.clock(), freshness, self.screen_changed_at)
 

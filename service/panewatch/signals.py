@@ -8,7 +8,10 @@ The order is fixed and deliberate:
    (a hook failed) or stale (``Stop`` does not fire when the user interrupts with Esc), so it
    only counts inside a freshness window *and* only until the screen's verdict changes after it;
 3. then "the shell is back in the foreground": the agent exited, its last screen may linger;
-4. then the other screen rules (working, idle, or idle because nothing matched).
+4. then the other screen rules (working, idle, or idle because nothing matched) — except that a
+   screen no rule matches while the agent is still starting (its manifest's ``startup_timeout``,
+   and no rule has matched since launch) is ``working`` with source ``start``: a blank screen
+   before the agent drew its input box is not "waiting for you".
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def combine(
     shell_back: str | None = None,
     exit_code: int | None = None,
     exited: bool = False,
+    starting: bool = False,
 ) -> Decision:
     """The pane's state from its signals, in the order the module docstring gives."""
     if exited:
@@ -66,4 +70,6 @@ def combine(
         return Decision(report.state, "hook", report.event, report.detail or f"the agent reported {report.event}")
     if shell_back:
         return Decision("idle", "process", shell_back, f"{shell_back} is back in the foreground")
+    if starting and screen.rule is None:
+        return Decision("working", "start", None, "starting: the agent has drawn nothing its manifest knows yet")
     return Decision(screen.state, "screen", screen.rule, screen.why)
