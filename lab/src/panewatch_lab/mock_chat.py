@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch.lab.agent_scenario import AgentScenario, AgentStep, TurnLog, load_agent_scenario, typed_text
+from panewatch_lab.agent_scenario import AgentScenario, AgentStep, TurnLog, load_agent_scenario, typed_text
 
 
 def read_messages(body: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Labelled captures of Codex, Gemini and Aider: Claude's capture method, any CLI's mock.
 
-Same rule as ``panewatch.lab.capture``: each capture runs in a fresh HOME, PTY and mock; a
+Same rule as ``panewatch_lab.capture``: each capture runs in a fresh HOME, PTY and mock; a
 file is written only when, at the moment of the cut, the emulated screen shows what the plan
 says *and* the mock's JSON-lines log agrees (``mock.turn``), and again on a replay of exactly
 the cut bytes. The classifier under test is never consulted.
@@ -23,12 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from panewatch.lab.agent_labs import AgentLab, get_lab
-from panewatch.lab.agent_scenario import last_turn
-from panewatch.lab.capture import Captured, CaptureRefused, Failure, check_screen, replay
-from panewatch.lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step, load_plan
-from panewatch.lab.loopback import LoopbackServer
-from panewatch.lab.pty_session import PtySession
+from panewatch_lab.agent_labs import AgentLab, get_lab
+from panewatch_lab.agent_scenario import last_turn
+from panewatch_lab.capture import Captured, CaptureRefused, Failure, check_screen, replay
+from panewatch_lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step, load_plan
+from panewatch_lab.loopback import LoopbackServer
+from panewatch_lab.pty_session import PtySession
 
 CUT_TIMEOUT = 6.0
 DEFAULT_SIZES = [(32, 120), (24, 80), (50, 160)]
@@ -169,7 +169,7 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-agent") -> int:
     from panewatch.fixtures import FixtureTruth, default_root
-    from panewatch.lab.fixture_writer import write_folder
+    from panewatch_lab.fixture_writer import write_folder
 
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog=prog, description="labelled raw captures of Codex, Gemini or Aider")
