@@ -55,11 +55,18 @@ def _shows(pattern: str) -> Callable[[str], bool]:
 
 
 def type_text(session: PtySession, text: str, enter_delay: float) -> None:
-    """Text, then Enter on its own after a pause: an Enter inside the same write is taken as
-    part of a paste by Ink apps (Gemini turns it into a newline)."""
+    """Text, then Enter on its own once the text is echoed on screen.
+
+    An Enter in the same write is taken as part of a paste by Ink apps, and an Enter that
+    arrives before the app re-rendered the typed text reads the old, empty input (React state
+    not yet committed) and does nothing: about one send in ten under load with a fixed 80 ms."""
     body, enter = (text[:-1], True) if text.endswith("\r") else (text, False)
     if body:
+        tail = body.strip().splitlines()[-1][-20:] if body.strip() else ""
         session.send(body)
+        if enter and tail:
+            session.wait_for(tail, 3.0)
+            session.wait_quiet(0.05, 1.0)
     if enter:
         if body:
             time.sleep(enter_delay)

@@ -39,7 +39,7 @@ class AgentLab:
     #: (scenario, log path) → the mock API app (``app.state.log`` is a ``TurnLog``).
     mock: Callable[..., Starlette]
     #: How an Enter is typed after the text (Ink drops an Enter that arrives with a paste).
-    enter_delay: float = 0.3
+    enter_delay: float = 0.05
 
     def default_prefix(self) -> Path:
         return REPO / (".lab-npm" if self.kind == "npm" else f".lab-{self.agent}")
@@ -82,13 +82,13 @@ class AgentLab:
 LABS: dict[str, AgentLab] = {
     "gemini": AgentLab("gemini", gemini_env.PINNED_VERSION, gemini_env.PACKAGE, "npm",
                        "node_modules/.bin/gemini", gemini_env.prepare_home,
-                       lambda binary, project: [binary], mock_gemini.build_app, enter_delay=0.3),
+                       lambda binary, project: [binary], mock_gemini.build_app, enter_delay=0.05),
     "codex": AgentLab("codex", codex_env.PINNED_VERSION, codex_env.PACKAGE, "npm",
                       "node_modules/.bin/codex", codex_env.prepare_home,
-                      codex_env.codex_argv, mock_codex.build_app, enter_delay=0.3),
+                      codex_env.codex_argv, mock_codex.build_app, enter_delay=0.05),
     "aider": AgentLab("aider", aider_env.PINNED_VERSION, aider_env.PACKAGE, "pip",
                       "bin/aider", aider_env.prepare_home, aider_env.aider_argv, mock_chat.build_app,
-                      enter_delay=0.1),
+                      enter_delay=0.05),
 }
 
 
