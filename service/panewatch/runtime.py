@@ -511,15 +511,32 @@ class Runtime:
                            decision)
         proc = self._writable(session)
         data = text.replace("\n", "\r")
+        read_before = session.bytes_read
         if session.screen.mode(2004) and ("\n" in text or len(text) > 1):
             proc.write(b"\x1b[200~" + text.encode() + b"\x1b[201~")
         elif data:
             proc.write(data.encode())
         if enter:
-            # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await asyncio.sleep(0.08)
+            # A TUI that reads "text\r" in one chunk takes it for a paste, and an Ink app that
+            # gets Enter before it re-rendered the typed text submits its old, empty input (one
+            # Gemini send in ten under load): wait for the echo, then for a quiet beat.
+            await self._echoed(session, read_before if data else None)
             self._writable(session).write(b"\r")
         return decision
+
+    async def _echoed(self, session: Session, read_before: int | None, *, least: float = 0.08,
+                      quiet: float = 0.05, most: float = 1.5) -> None:
+        """Wait at least ``least`` s; with typed text, also until the agent wrote something after
+        it (the echo) and then was quiet for ``quiet`` s (at most ``most`` s in all: a program
+        that does not echo still gets its Enter)."""
+        start = self.clock()
+        await asyncio.sleep(least)
+        if read_before is None:
+            return
+        while self.clock() - start < most:
+            if session.bytes_read != read_before and self.clock() - session.last_output >= quiet:
+                return
+            await asyncio.sleep(0.02)
 
     async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
                      settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
