@@ -97,6 +97,24 @@ class ResizeBody(BaseModel):
 # --- helpers ------------------------------------------------------------------------------
 
 
+def out_of_band(session: Session, now: float) -> dict[str, Any]:
+    """What the agent said besides its screen: title, OSC 7501 status, OSC 9;4 progress and
+    its last desktop notifications (``signals`` says where each stands)."""
+    oob = getattr(session.screen, "oob", None)
+    status = oob.status if oob is not None else None
+    return {
+        "title": session.screen.title,
+        "status": None if status is None else {
+            "state": status.state, "raw": status.raw, "kind": status.kind, "app": status.app,
+            "age_s": round(now - session.status_at, 3),
+            "counts": session.status_at >= session.screen_changed_at},
+        "progress": None if oob is None or oob.progress is None else {
+            "state": oob.progress.state, "value": oob.progress.value},
+        "notifications": [] if oob is None else [
+            {"protocol": n.protocol, "title": n.title, "body": n.body} for n in oob.notifications],
+    }
+
+
 def screen_view(session: Session) -> dict[str, Any]:
     cursor = session.screen.cursor
     return {
@@ -266,6 +284,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
                     "age_s": round(runtime.clock() - session.report.at, 3)},
                 "foreground": session.fg.name if session.fg else None,
                 "shell_back": session.shell_back(),
+                "out_of_band": out_of_band(session, runtime.clock()),
             },
             "rules": [{"name": t.name, "state": t.state, "region": t.region, "matched": t.matched,
                        "evidence": t.evidence, "reason": t.reason} for t in traces],

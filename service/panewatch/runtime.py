@@ -338,6 +338,11 @@ class Runtime:
         while self._feeding and time.perf_counter() - start < TICK_BUDGET_S:
             for session in list(self._feeding):
                 session.feed(FEED_BUDGET)
+                while session.agent_notes:  # OSC 9/99/777: the agent's own desktop notifications
+                    note = session.agent_notes.pop(0)
+                    self.events.publish({"type": "agent_notification", "session": session.id, "name": session.name,
+                                         "protocol": note.protocol, "title": note.title, "body": note.body,
+                                         "at": time.time()})
                 if not session.pending:
                     self._feeding.remove(session)
                 if len(session.pending) < LOW_WATER and session.proc and not session.exited:

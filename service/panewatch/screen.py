@@ -32,6 +32,9 @@ from pyte import charsets
 from pyte import modes as pyte_modes
 from wcwidth import wcwidth
 
+from .oob import CODES as OOB_CODES
+from .oob import OutOfBand
+
 ESC = "\x1b"
 LAT1_MAP = charsets.LAT1_MAP
 #: C0 controls that reach ``draw`` (pyte's parser keeps only BEL, BS, HT, LF, VT, FF, CR, SO, SI).
@@ -328,6 +331,7 @@ class Screen:
         self.seq = 0
         self.title = ""
         self.errors = 0
+        self.oob = OutOfBand()  # what the agent says out of band (OSC 7501, 9;4, 9/99/777)
         self.kitty_flags: list[int] = []  # kitty keyboard protocol flags stack (CSI > f u pushes)
         self._rows: list[str] | None = None  # lines() as of the last call; pyte's dirty rows are redone
 
@@ -473,6 +477,8 @@ class Screen:
             self.title = arg
         elif code in OSC_COLOURS and arg == "?":
             self._reply(f"\x1b]{code};{OSC_COLOURS[code]}\x1b\\")
+        elif code in OOB_CODES:  # status, progress, notifications: kept for the signals
+            self.oob.feed(code, arg)
         # OSC 8 hyperlinks, OSC 9/777 notifications, OSC 52, OSC 133 ...: nothing to draw
 
     def _reply(self, data: str) -> None:

@@ -14,6 +14,8 @@ from .manifest import CompiledManifest, ManifestStore, Verdict
 from .procinfo import Program, is_shell, program_name
 from .ptyproc import PtyProcess
 from .backends import ScreenLike, make_screen
+from .oob import Notification as AgentNotification
+from .oob import Status
 from .signals import Decision, Report, combine, report_is_fresh
 from .transcript import Transcript
 
@@ -88,9 +90,15 @@ class Session:
         self.started_mono = clock()
         self.rule_seen = False
         self.startup_deadline = float("-inf")
+        # out-of-band signals (screen.oob): the status and when this session first saw it
+        self.oob_seq = 0
+        self.status_at = float("-inf")
+        self._status_seen: Status | None = None
+        self.agent_notified = 0  # desktop notifications the agent raised (OSC 9/99/777) so far
+        self.agent_notes: list[AgentNotification] = []  # not yet published
         self.since = time.time()
         self.since_mono = clock()
-        self.classified: tuple[int, int, int | None, int] | None = None
+        self.classified: tuple[int, int, int | None, int, int] | None = None
         self.watchers: set[Callable[[], None]] = set()
         self.output_listeners: list[Callable[[bytes], None]] = []
         self.transcript: Transcript | None = None  # set by the runtime when recordings are on
@@ -120,6 +128,16 @@ class Session:
         del self.pending[: len(chunk)]
         self.screen.feed(chunk)
         self.bytes_fed += len(chunk)
+        oob = getattr(self.screen, "oob", None)
+        if oob is not None and oob.notified != self.agent_notified:
+            fresh = min(oob.notified - self.agent_notified, len(oob.notifications))
+            self.agent_notes.extend(list(oob.notifications)[-fresh:] if fresh else [])
+            self.agent_notified = oob.notified
+        if oob is not None and oob.seq != self.oob_seq:
+            if oob.status is not self._status_seen:  # a new statement, even if it repeats the last
+                self._status_seen = oob.status
+                self.status_at = self.clock()
+            self.oob_seq = oob.seq
         for notify in list(self.watchers):
             notify()
         return len(chunk)
@@ -164,6 +182,12 @@ class Session:
                 return found
         return store.get("shell")
 
+    @property
+    def status(self) -> Status | None:
+        """The agent's latest out-of-band status (OSC 7501), if its screen keeps one."""
+        oob = getattr(self.screen, "oob", None)
+        return oob.status if oob is not None else None
+
     def shell_back(self) -> str | None:
         """The shell's name when an agent ran in this pane and the pane's own shell holds the
         terminal again (the agent's last screen may still be showing)."""
@@ -189,7 +213,7 @@ class Session:
         timeout = manifest.manifest.startup_timeout if manifest is not None else 0.0
         self.startup_deadline = self.started_mono + timeout
         starting = not self.rule_seen and now < self.startup_deadline
-        self.classified = (self.screen.seq, self.report_gen, self.fg_gen, store.generation)
+        self.classified = (self.screen.seq, self.report_gen, self.fg_gen, store.generation, self.oob_seq)
         return combine(
             verdict,
             report=self.report,
@@ -200,11 +224,13 @@ class Session:
             exit_code=self.exit_code,
             exited=self.exited,
             starting=starting,
+            status=self.status,
+            status_at=self.status_at,
         )
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
-        if self.classified != (self.screen.seq, self.report_gen, self.fg_gen, store.generation):
+        if self.classified != (self.screen.seq, self.report_gen, self.fg_gen, store.generation, self.oob_seq):
             return True
         # a start-up that timed out, or a report that just went stale, changes the answer
         # without anything else moving

@@ -4,11 +4,20 @@ The order is fixed and deliberate:
 
 1. a ``blocked`` read from the screen always holds: a prompt on screen is the one alert that
    must never be suppressed, whatever a (possibly stale) report says;
-2. then a fresh report from the agent's hooks: exact when it exists, but it can be missing
+2. then the agent's own out-of-band ``blocked`` status (OSC 7501 ``state=blocked``): Codex
+   0.171.0 says it 0.67–0.79 s *before* its screen reads blocked (measured with
+   ``python -m panewatch_lab.oob_timing``, notes/agents-lab.md), and an agent says it only
+   while it waits;
+3. then a fresh report from the agent's hooks: exact when it exists, but it can be missing
    (a hook failed) or stale (``Stop`` does not fire when the user interrupts with Esc), so it
    only counts inside a freshness window *and* only until the screen's verdict changes after it;
-3. then "the shell is back in the foreground": the agent exited, its last screen may linger;
-4. then the other screen rules (working, idle, or idle because nothing matched) — except that a
+4. then the agent's out-of-band working/idle status (OSC 7501 ``working``/``done``/``idle``):
+   ``working`` comes 3–124 ms before the screen's (median 43 ms) and ``done`` with it, so it
+   catches work the screen shows only briefly (Codex's sub-second turns); like a report
+   it counts only until the screen's verdict changes after it, so a status left behind by a
+   crashed agent cannot pin a state;
+5. then "the shell is back in the foreground": the agent exited, its last screen may linger;
+6. then the other screen rules (working, idle, or idle because nothing matched) — except that a
    screen no rule matches while the agent is still starting (its manifest's ``startup_timeout``,
    and no rule has matched since launch) is ``working`` with source ``start``: a blank screen
    before the agent drew its input box is not "waiting for you".
@@ -19,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .manifest import Verdict
+from .oob import Status
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,7 @@ class Decision:
     """A pane's state and the signal that decided it."""
 
     state: str
-    source: str  # "screen" | "hook" | "process" | "exit" | "start" (launched, not yet read)
+    source: str  # "screen" | "status" (out of band) | "hook" | "process" | "exit" | "start"
     rule: str | None  # rule name, hook event, program name, or exit code
     why: str
 
@@ -59,15 +69,24 @@ def combine(
     exit_code: int | None = None,
     exited: bool = False,
     starting: bool = False,
+    status: Status | None = None,
+    status_at: float = float("-inf"),
 ) -> Decision:
     """The pane's state from its signals, in the order the module docstring gives."""
     if exited:
         return Decision("exited", "exit", str(exit_code), f"the process exited with code {exit_code}")
     if screen.state == "blocked":
         return Decision("blocked", "screen", screen.rule, screen.why)
+    status_fresh = status is not None and status_at >= screen_changed_at
+    if status_fresh and status is not None and status.state == "blocked":
+        return Decision("blocked", "status", f"osc7501:{status.raw}",
+                        f"the agent says it is blocked ({status.kind or 'no kind'}) out of band")
     if report_is_fresh(report, now, freshness, screen_changed_at):
         assert report is not None
         return Decision(report.state, "hook", report.event, report.detail or f"the agent reported {report.event}")
+    if status_fresh and status is not None:
+        return Decision(status.state, "status", f"osc7501:{status.raw}",
+                        f"the agent says {status.raw} out of band")
     if shell_back:
         return Decision("idle", "process", shell_back, f"{shell_back} is back in the foreground")
     if starting and screen.rule is None:

@@ -1,0 +1,64 @@
+"""Out-of-band signals: parsed from real OSC strings, placed in the signal order, shown in /explain."""
+
+from __future__ import annotations
+
+from panewatch.manifest import Verdict
+from panewatch.oob import OutOfBand
+from panewatch.screen import Screen
+from panewatch.signals import combine
+
+WORKING = Verdict("working", "spinner", "s")
+IDLE = Verdict("idle", "composer", "c")
+BLOCKED = Verdict("blocked", "approval", "a")
+
+
+def test_codex_status_strings_as_codex_writes_them() -> None:
+    screen = Screen(4, 40)
+    screen.feed(b"\x1b]7501;?\x07")  # Codex's query: not a status
+    assert screen.oob.status is None
+    screen.feed(b"\x1b]7501;state=blocked:app=codex:kind=permission\x07hi")
+    assert (screen.oob.status.state, screen.oob.status.kind, screen.oob.status.app) == ("blocked", "permission", "codex")
+    screen.feed(b"\x1b]7501;state=done:app=codex\x1b\\")
+    assert screen.oob.status.state == "idle" and screen.oob.status.raw == "done"
+    screen.feed(b"\x1b]133;A\x07")
+    assert screen.oob.status is None, "a shell prompt mark clears the status"
+    assert screen.lines()[0] == "hi", "nothing of it is drawn"
+
+
+def test_progress_and_notifications() -> None:
+    oob = OutOfBand()
+    oob.feed("9", "4;3;0")
+    assert (oob.progress.state, oob.progress.value) == (3, 0)
+    oob.feed("9", "4;0;0")
+    assert oob.progress is None
+    oob.feed("9", "Build finished")
+    oob.feed("777", "notify;Codex;Approval needed")
+    oob.feed("99", "i=1:d=0;Kitty says hi")
+    assert [(n.protocol, n.title, n.body) for n in oob.notifications] == [
+        ("osc9", "", "Build finished"), ("osc777", "Codex", "Approval needed"), ("osc99", "", "Kitty says hi")]
+    oob.feed("7501", "state=nonsense")
+    oob.feed("777", "")
+    assert oob.status is None and oob.notified == 3
+
+
+def test_the_signal_order_with_a_status() -> None:
+    from panewatch.oob import Status
+    from panewatch.signals import Report
+
+    blocked, working, idle = Status("blocked", "blocked", "permission"), Status("working", "working"), Status("idle", "done")
+
+    def read(screen: Verdict, status, at: float = 5.0, changed: float = 1.0, report=None) -> tuple:
+        d = combine(screen, status=status, status_at=at, screen_changed_at=changed, report=report, now=10.0)
+        return d.state, d.source
+
+    # 1. screen blocked beats everything
+    assert read(BLOCKED, idle) == ("blocked", "screen")
+    # 2. an explicit blocked status beats a working screen and a fresh hook report
+    assert read(WORKING, blocked, report=Report("working", "PreToolUse", 9.0)) == ("blocked", "status")
+    # 3. a fresh hook report beats a working/idle status
+    assert read(IDLE, working, report=Report("idle", "Stop", 9.0)) == ("idle", "hook")
+    # 4. a working status beats the screen's idle read (Codex's sub-second turns)
+    assert read(IDLE, working) == ("working", "status")
+    # ...but only until the screen's verdict changes after it
+    assert read(IDLE, working, at=1.0, changed=2.0) == ("idle", "screen")
+    assert read(IDLE, None) == ("idle", "screen")
