@@ -29,8 +29,8 @@ def read_messages(body: dict[str, Any]) -> str:
             texts = [content] if isinstance(content, str) else [
                 c.get("text", "") for c in content or [] if isinstance(c, dict)]
             text = typed_text(texts)
-            if text:
-                return text
+            if text:  # Aider appends its edit-format reminder after a blank line
+                return text.split("\n\n")[0]
     return ""
 
 
@@ -39,7 +39,8 @@ def reply_text(step: AgentStep) -> str:
     if step.shell:
         text += f"\nRun this:\n\n```bash\n{step.shell}\n```\n"
     if step.write:
-        text += f"\n{step.write['path']}\n```\n{step.write['content']}```\n"
+        text += (f"\n{step.write['path']}\n```\n<<<<<<< SEARCH\n=======\n{step.write['content']}"
+                 ">>>>>>> REPLACE\n```\n")
     return text
 
 
