@@ -65,7 +65,7 @@ class AgentLab:
             return ["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit", "--loglevel=error",
                     f"{self.package}@{version}"]
         return [str(prefix / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                f"{self.package}=={version}"]
+                self.package if version == "latest" else f"{self.package}=={version}"]
 
     def install(self, version: str, prefix: Path) -> str:
         """Install ``version`` into ``prefix``; returns the binary's path."""
