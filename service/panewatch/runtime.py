@@ -517,7 +517,10 @@ class Runtime:
         proc = self._writable(session)
         data = text.replace("\n", "\r")
         read_before = session.bytes_read
-        if session.screen.mode(2004) and ("\n" in text or len(text) > 1):
+        # Only multi-line text is pasted (bracketed), so its newlines do not submit. One line is
+        # typed: Gemini CLI 0.61.0 distrusts pastes when its kitty-keyboard check raced its
+        # first render, and then turns an Enter within 40 ms *of its own re-render* into a newline.
+        if session.screen.mode(2004) and "\n" in text:
             proc.write(b"\x1b[200~" + text.encode() + b"\x1b[201~")
         elif data:
             proc.write(data.encode())
