@@ -196,10 +196,14 @@ async def test_a_session_from_start_to_approval_to_idle(mock_and_live, rows_: in
 
         # a plain question → idle again, submitted once and whole
         before = last_turn(mock.records()).requests
+        mark = len(decisions.seen)
         r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:hello"})
         assert r.status_code == 200
         await wait_turn(mock, "done", before + 1, 15)
         await state_is(live, sid, "idle", 15)
+        if agent == "codex":
+            # a sub-second turn: its working phase is seen (the OSC 7501 status, or the screen)
+            assert any(d[1] == "working" for d in decisions.seen[mark:]), decisions.seen[mark:]
         assert "blocked" not in decisions.states()[:first_idle + 1]
         falsely_blocked = [d for d in decisions.seen if d[1] == "blocked" and d[2] == "screen"
                            and d[3] not in ("tool_confirmation", "action_required_title", "approval_modal",
