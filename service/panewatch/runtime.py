@@ -31,6 +31,8 @@ log = logging.getLogger("panewatch.runtime")
 
 FEED_BUDGET = 16 * 1024
 TICK_BUDGET_S = 0.02
+#: /send: an Enter followed by this much silence is pressed once more.
+ENTER_RETRY_S = 0.8
 HIGH_WATER = 512 * 1024
 LOW_WATER = 64 * 1024
 
@@ -529,7 +531,18 @@ class Runtime:
             # gets Enter before it re-rendered the typed text submits its old, empty input (one
             # Gemini send in ten under load): wait for the echo, then for a quiet beat.
             await self._echoed(session, read_before if data else None)
+            before_enter = session.bytes_read
             self._writable(session).write(b"\r")
+            if data:
+                # An Enter the agent ignored leaves the pane silent (Gemini CLI drops one now and
+                # then while it finishes a turn or its start-up): press it once more. A second
+                # Enter on an emptied input box is a no-op for the agents we know.
+                start = self.clock()
+                while self.clock() - start < ENTER_RETRY_S and session.bytes_read == before_enter:
+                    await asyncio.sleep(0.02)
+                if session.bytes_read == before_enter and session.proc is not None and session.proc.alive:
+                    log.info("session %s: no output %.1f s after Enter; pressing it again", session.id, ENTER_RETRY_S)
+                    session.proc.write(b"\r")
         return decision
 
     async def _echoed(self, session: Session, read_before: int | None, *, least: float = 0.08,
