@@ -530,7 +530,7 @@ class Runtime:
             # A TUI that reads "text\r" in one chunk takes it for a paste, and an Ink app that
             # gets Enter before it re-rendered the typed text submits its old, empty input (one
             # Gemini send in ten under load): wait for the echo, then for a quiet beat.
-            await self._echoed(session, read_before if data else None)
+            await self._echoed(session, read_before if data else None, text.strip()[-10:])
             before_enter = session.bytes_read
             self._writable(session).write(b"\r")
             if data:
@@ -545,18 +545,20 @@ class Runtime:
                     session.proc.write(b"\r")
         return decision
 
-    async def _echoed(self, session: Session, read_before: int | None, *, least: float = 0.08,
-                      quiet: float = 0.05, most: float = 1.5) -> None:
-        """Wait at least ``least`` s; with typed text, also until the agent wrote something after
-        it (the echo) and then was quiet for ``quiet`` s (at most ``most`` s in all: a program
-        that does not echo still gets its Enter)."""
+    async def _echoed(self, session: Session, read_before: int | None, tail: str = "", *,
+                      least: float = 0.08, quiet: float = 0.05, most: float = 1.5) -> None:
+        """Wait at least ``least`` s; with typed text, also until the screen shows its last
+        characters (the echo: other output, a footer redrawn at start-up, does not count) and
+        the agent was quiet for ``quiet`` s — at most ``most`` s in all, so a program that does
+        not echo still gets its Enter."""
         start = self.clock()
         await asyncio.sleep(least)
         if read_before is None:
             return
         while self.clock() - start < most:
             if session.bytes_read != read_before and self.clock() - session.last_output >= quiet:
-                return
+                if not tail or tail in "\n".join(session.screen.lines()):
+                    return
             await asyncio.sleep(0.02)
 
     async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
