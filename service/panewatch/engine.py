@@ -28,6 +28,7 @@ from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
+from .procinfo import Program, program_name
 from .panes import Panes
 from .scheduler import Mode, Scheduler, Timing
 from .session import Session, SessionSpec, child_env, expand_command
@@ -64,12 +65,13 @@ class Engine:
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 programs: Callable[[int], Program | None] = program_name) -> None:
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
         if host is None:
             from .hosts.pty import PtyHost
             host = PtyHost()
-        self.store, self.host, self.backend, self.wall = store, host, backend, wall
+        self.store, self.host, self.backend, self.wall, self.programs = store, host, backend, wall, programs
         self.service_url = service_url
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
@@ -266,7 +268,7 @@ class Engine:
             raise Conflict("the session has exited", decision)
         if enter:
             # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await asyncio.sleep(0.08)
+            await self.panes.clock.sleep(0.08)
             self._write(session, b"\r")
         return decision
 
@@ -286,7 +288,7 @@ class Engine:
         clock = panes.clock
         limit = clock.time() + 1.0
         while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await asyncio.sleep(0.03)
+            await clock.sleep(0.03)
         decision = panes.classify(session)
         if decision.state != State.blocked:
             raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
@@ -299,7 +301,7 @@ class Engine:
         start = clock.time()
         took = False
         while clock.time() - start < deadline:
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
             decision = panes.classify(session)
             if decision.state != State.blocked:
                 took = True

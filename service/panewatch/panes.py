@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from .clock import Clock
 from .events import Created, Output, StateChanged
 from .hosts.base import HostError, PaneSink
-from .procinfo import program_name
 from .scheduler import Scheduler
 from .session import Session
 from .states import Decision, Source, State
@@ -172,7 +171,7 @@ class Panes:
     def sample_foreground(self, session: Session) -> None:
         handle = session.handle
         if handle is not None and not session.pane.exited:
-            session.pane.sample_foreground(handle.foreground_pgid(), program_name)
+            session.pane.sample_foreground(handle.foreground_pgid(), self.engine.programs)
 
     def classify(self, session: Session, *, fresh: bool = True, sample: bool = True) -> Decision:
         """Classify one session now (``fresh``: feed every pending byte first; ``sample``:
