@@ -10,10 +10,6 @@ from panewatch.manifest import ManifestStore, bundled_manifest_dir
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes tens of seconds (deselect with -m 'not slow')")
-
-
 @pytest.fixture
 async def engine():
     """A started engine on the pty host, with the bundled manifests and a fast sweep."""
