@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -127,10 +128,8 @@ class Panes:
         session = self.sessions.get(sid)
         if session is not None and session.handle is not None and session.handle.alive \
                 and not session.handle.answers_queries:
-            try:
+            with suppress(HostError):  # an agent that does not read its input does not read the answer
                 session.handle.write(data)
-            except HostError:
-                pass  # an agent that does not read its input does not read the answer either
 
     # -- Flow (the scheduler's calls) ------------------------------------------------------
     def fed(self, key: str) -> None:
