@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from panewatch.engine import Engine
 from panewatch.manifest import ManifestStore, Verdict
-from panewatch.runtime import Runtime
 from panewatch.session import SessionSpec
 from panewatch.signals import combine
 
@@ -46,18 +46,18 @@ def test_combine_reads_an_unknown_screen_as_starting_only_while_starting() -> No
     assert read(Verdict("blocked", "dialog", "d"), True) == ("blocked", "screen", "dialog")
 
 
-async def _runtime(tmp_path, timeout: float) -> Runtime:
+async def _runtime(tmp_path, timeout: float) -> Engine:
     (tmp_path / "slowstart.toml").write_text(MANIFEST.format(timeout=timeout))
-    rt = Runtime(ManifestStore.from_dirs(tmp_path), sweep_ms=50)
+    rt = Engine(ManifestStore.from_dirs(tmp_path), sweep_ms=50)
     await rt.start()
     return rt
 
 
-async def _trace(rt: Runtime, sid: str, seconds: float) -> list[tuple[float, str, str]]:
+async def _trace(rt: Engine, sid: str, seconds: float) -> list[tuple[float, str, str]]:
     seen: list[tuple[float, str, str]] = []
     start = time.monotonic()
     while time.monotonic() - start < seconds:
-        info = rt.get(sid).info()
+        info = rt.get(sid)
         if not seen or seen[-1][1:] != (info["state"], info["source"]):
             seen.append((round(time.monotonic() - start, 2), info["state"], info["source"]))
         await asyncio.sleep(0.02)
@@ -71,7 +71,7 @@ async def test_blank_screen_is_working_until_the_prompt_is_drawn(tmp_path) -> No
     try:
         s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", "sleep 1.0; printf 'READY>'; sleep 30"],
                                   rows=6, cols=40))
-        seen = await _trace(rt, s.id, 1.8)
+        seen = await _trace(rt, s["id"], 1.8)
     finally:
         await rt.stop()
     states = [(state, source) for _, state, source in seen]
@@ -87,7 +87,7 @@ async def test_a_screen_never_known_is_idle_once_the_timeout_passed(tmp_path) ->
     rt = await _runtime(tmp_path, timeout=0.6)
     try:
         s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", "sleep 30"], rows=6, cols=40))
-        seen = await _trace(rt, s.id, 1.3)
+        seen = await _trace(rt, s["id"], 1.3)
     finally:
         await rt.stop()
     assert seen[0][1:] == ("working", "start"), seen
@@ -100,7 +100,7 @@ async def test_after_the_first_match_an_unknown_screen_is_idle_again(tmp_path) -
     try:
         script = "printf 'BUSY'; sleep 0.4; printf '\\033[2J\\033[H'; sleep 30"
         s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", script], rows=6, cols=40))
-        seen = await _trace(rt, s.id, 1.0)
+        seen = await _trace(rt, s["id"], 1.0)
     finally:
         await rt.stop()
     assert ("working", "screen") in [x[1:] for x in seen], seen

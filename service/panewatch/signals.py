@@ -1,4 +1,4 @@
-"""Combining what the screen, the agent's own hooks and the process table say about a pane.
+"""Combining what the screen, the agent's own hooks and statuses and the process table say about a pane.
 
 The order is fixed and deliberate:
 
@@ -29,26 +29,19 @@ from dataclasses import dataclass
 
 from .manifest import Verdict
 from .oob import Status
+from .states import Decision, Source, State
+
+__all__ = ["Decision", "Report", "combine", "report_is_fresh"]
 
 
 @dataclass(frozen=True)
 class Report:
     """A state an agent reported about itself (from a hook), and when."""
 
-    state: str
+    state: State
     event: str  # hook event name, or "report" for a plain {"state": ...}
     at: float  # loop time it arrived
     detail: str = ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A pane's state and the signal that decided it."""
-
-    state: str
-    source: str  # "screen" | "status" (out of band) | "hook" | "process" | "exit" | "start"
-    rule: str | None  # rule name, hook event, program name, or exit code
-    why: str
 
 
 def report_is_fresh(report: Report | None, now: float, freshness: float, screen_changed_at: float) -> bool:
@@ -74,21 +67,22 @@ def combine(
 ) -> Decision:
     """The pane's state from its signals, in the order the module docstring gives."""
     if exited:
-        return Decision("exited", "exit", str(exit_code), f"the process exited with code {exit_code}")
-    if screen.state == "blocked":
-        return Decision("blocked", "screen", screen.rule, screen.why)
+        return Decision(State.exited, Source.exit, f"the process exited with code {exit_code}", exit_code=exit_code)
+    if screen.state == State.blocked:
+        return Decision(State.blocked, Source.screen, screen.why, rule=screen.rule)
     status_fresh = status is not None and status_at >= screen_changed_at
-    if status_fresh and status is not None and status.state == "blocked":
-        return Decision("blocked", "status", f"osc7501:{status.raw}",
-                        f"the agent says it is blocked ({status.kind or 'no kind'}) out of band")
-    if report_is_fresh(report, now, freshness, screen_changed_at):
-        assert report is not None
-        return Decision(report.state, "hook", report.event, report.detail or f"the agent reported {report.event}")
-    if status_fresh and status is not None:
-        return Decision(status.state, "status", f"osc7501:{status.raw}",
-                        f"the agent says {status.raw} out of band")
+    if status is not None and status_fresh and status.state == State.blocked:
+        return Decision(State.blocked, Source.status,
+                        f"the agent says it is blocked ({status.kind or 'no kind'}) out of band",
+                        event=f"osc7501:{status.raw}")
+    if report is not None and report_is_fresh(report, now, freshness, screen_changed_at):
+        return Decision(State(report.state), Source.hook, report.detail or f"the agent reported {report.event}",
+                        event=report.event)
+    if status is not None and status_fresh:
+        return Decision(State(status.state), Source.status, f"the agent says {status.raw} out of band",
+                        event=f"osc7501:{status.raw}")
     if shell_back:
-        return Decision("idle", "process", shell_back, f"{shell_back} is back in the foreground")
+        return Decision(State.idle, Source.process, f"{shell_back} is back in the foreground", program=shell_back)
     if starting and screen.rule is None:
-        return Decision("working", "start", None, "starting: the agent has drawn nothing its manifest knows yet")
-    return Decision(screen.state, "screen", screen.rule, screen.why)
+        return Decision(State.working, Source.start, "starting: the agent has drawn nothing its manifest knows yet")
+    return Decision(State(screen.state), Source.screen, screen.why, rule=screen.rule)
