@@ -59,6 +59,10 @@ def install(agent: str, version: str, prefix: Path) -> str:
     return get_lab(agent).install(version, prefix)
 
 
+#: The screen of the first refused capture (what a new version shows instead), for the report.
+REFUSED_SCREEN: list[str] = []
+
+
 def run(agent: str, binary: str, sizes: Sequence[tuple[int, int]], jobs: int) -> list[Row]:
     plan = load_plan(agent)
     if agent == "claude":
@@ -79,6 +83,8 @@ def run(agent: str, binary: str, sizes: Sequence[tuple[int, int]], jobs: int) ->
         verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
         rows.append(Row(c.spec.kind, f"{c.rows}x{c.cols}", c.spec.state, verdict.state, verdict.rule,
                         verdict.evidence[:60] if verdict.rule else "no rule matched"))
+    if failed and not REFUSED_SCREEN:
+        REFUSED_SCREEN.extend(line for line in failed[0].error.screen if line.strip())
     for f in failed:
         rows.append(Row(f.spec.kind, f"{f.rows}x{f.cols}", f.spec.state, "refused", None, f.error.reason[:120]))
     order = {"blocked": 0, "working": 1, "idle": 2}
@@ -133,6 +139,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab canary") 
     for r in drift:
         why = f"rule {r.rule!r}" if r.rule else ("no rule matched" if r.got != "refused" else r.detail)
         print(f"DRIFT {r.expected}-{r.kind} {r.size}: got {r.got} ({why})")
+    if REFUSED_SCREEN:
+        print("the first refused capture's screen:\n" + "\n".join(f"    │{line}" for line in REFUSED_SCREEN))
     print(f"{len(rows) - len(drift)}/{len(rows)} as expected")
     return 1 if drift else 0
 
