@@ -20,6 +20,8 @@ from panewatch_lab.agent_labs import LABS, AgentLab
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
 
+pytestmark = pytest.mark.slow
+
 #: What each agent's idle screen shows once it is ready, the rule that must say idle, and how
 #: a confirmed /answer approves its command prompt.
 AGENTS: dict[str, dict[str, Any]] = {
