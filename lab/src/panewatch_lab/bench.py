@@ -28,7 +28,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ if TYPE_CHECKING:  # the clients are imported when a scenario runs: `panewatch -
 
 from panewatch import backends
 from .bench_streams import run_throughput
+from .loopback import free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FLOOD_LINE = "flood " + "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 2
@@ -82,12 +82,6 @@ def proc_rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the server under test ---------------------------------------------------------------------
