@@ -5,7 +5,8 @@ small race remains); ``Loopback`` binds its socket at once and hands that very s
 uvicorn, so there is no race. A ``Loopback`` serves an app either in the caller's event loop
 (``async with lb.serving(app)``: the tests, whose code shares the server's loop) or in a thread
 with a loop of its own (``lb.start(app)`` … ``lb.close()``: the lab's synchronous tools, and the
-evaluation, whose measurements must not delay the server).
+evaluation, whose measurements must not delay the server). ``LoopbackServer`` is the mock-API
+shape of it (the mocks of other CLIs: ``records()`` from the app's turn log).
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ class Loopback:
     def ws_url(self) -> str:
         return f"ws://{self.host}:{self.port}"
 
-    def _server(self, app: Any, log_level: str) -> uvicorn.Server:
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on"))
+    def _server(self, app: Any, log_level: str, lifespan: str) -> uvicorn.Server:
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan=lifespan))
         return self.server
 
     @asynccontextmanager
-    async def serving(self, app: Any, log_level: str = "warning") -> AsyncIterator[Self]:
+    async def serving(self, app: Any, log_level: str = "warning", lifespan: str = "on") -> AsyncIterator[Self]:
         """Serve ``app`` in this event loop until the block ends."""
-        server = self._server(app, log_level)
+        server = self._server(app, log_level, lifespan)
         task = asyncio.ensure_future(server.serve(sockets=[self.sock]))
         try:
             while not server.started:
@@ -71,9 +72,9 @@ class Loopback:
             await task
             self.sock.close()
 
-    def start(self, app: Any, timeout: float = 15.0, log_level: str = "warning") -> Self:
+    def start(self, app: Any, timeout: float = 15.0, log_level: str = "warning", lifespan: str = "on") -> Self:
         """Serve ``app`` from a thread with its own event loop (``self.loop``); returns once it listens."""
-        server = self._server(app, log_level)
+        server = self._server(app, log_level, lifespan)
 
         def serve() -> None:
             loop = asyncio.new_event_loop()
@@ -97,3 +98,35 @@ class Loopback:
         if self._thread is not None:
             self._thread.join(timeout)
         self.sock.close()
+
+
+class LoopbackServer:
+    """``with LoopbackServer(app) as mock: mock.url, mock.records()``: a mock model API whose
+    ``app.state.log`` is a turn log (``snapshot()``, ``close()``), served from a thread."""
+
+    def __init__(self, app: Any, host: str = HOST) -> None:
+        self.app, self.host = app, host
+        self._loopback = Loopback(host)
+        self.port: int = self._loopback.port
+
+    @property
+    def url(self) -> str:
+        return self._loopback.url
+
+    def records(self) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = self.app.state.log.snapshot()
+        return records
+
+    def start(self, timeout: float = 10.0) -> Self:
+        self._loopback.start(self.app, timeout, lifespan="off")
+        return self
+
+    def close(self) -> None:
+        self._loopback.close(10)
+        self.app.state.log.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
