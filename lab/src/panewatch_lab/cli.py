@@ -19,14 +19,14 @@ DEFAULT_SIZES = "32x120,24x80,50x160"
 
 
 def cmd_mock_api(argv: list[str]) -> int:
-    from panewatch.lab import mock_api
+    from panewatch_lab import mock_api
 
     mock_api.main(argv, prog="panewatch lab mock-api")
     return 0
 
 
 def cmd_fake_agent(argv: list[str]) -> int:
-    from panewatch.lab import fake_agent
+    from panewatch_lab import fake_agent
 
     return fake_agent.main(argv, prog="panewatch lab fake-agent")
 
@@ -52,11 +52,12 @@ def capture_parser() -> argparse.ArgumentParser:
                     "says is refused (not written); the exit code is then 1.")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES), metavar="RxC,...",
                    help=f"terminal sizes (default {DEFAULT_SIZES})")
-    p.add_argument("--out", metavar="DIR", help="fixture folder (default: fixtures/<agent>/<CLI version>)")
+    p.add_argument("--out", metavar="DIR",
+                   help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)")
     p.add_argument("--only", nargs="+", metavar="KIND",
                    help="capture only these kinds (`bash` or `blocked-bash`); other entries of an existing "
                         "truth.toml are kept")
-    p.add_argument("--plan", default="claude", help="capture plan: a TOML path or a name in lab/captures/")
+    p.add_argument("--plan", default="claude", help="capture plan: a TOML path or a name in panewatch_lab/captures/")
     p.add_argument("--claude", metavar="BIN", help="the CLI (default: $PANEWATCH_CLAUDE_BIN, .lab-npm, PATH)")
     p.add_argument("--jobs", type=int, default=4, help="captures run at once (default 4)")
     p.add_argument("--attempts", type=int, default=2, help="tries per capture before it is refused (default 2)")
@@ -66,10 +67,10 @@ def capture_parser() -> argparse.ArgumentParser:
 
 def cmd_capture(argv: list[str]) -> int:
     from panewatch.fixtures import FixtureTruth, default_root
-    from panewatch.lab.capture import Captured, Failure, capture_all
-    from panewatch.lab.capture_plan import load_plan
-    from panewatch.lab.claude_env import PINNED_VERSION, claude_version, find_claude
-    from panewatch.lab.fixture_writer import write_folder
+    from panewatch_lab.capture import Captured, Failure, capture_all
+    from panewatch_lab.capture_plan import load_plan
+    from panewatch_lab.claude_env import PINNED_VERSION, claude_version, find_claude
+    from panewatch_lab.fixture_writer import write_folder
 
     args = capture_parser().parse_args(argv)
     plan = load_plan(args.plan)
@@ -128,7 +129,7 @@ def cmd_capture(argv: list[str]) -> int:
 
 
 def cmd_evaluate(argv: list[str]) -> int:
-    from panewatch.lab import evaluate
+    from panewatch_lab import evaluate
 
     return evaluate.main(argv, prog="panewatch lab evaluate")
 

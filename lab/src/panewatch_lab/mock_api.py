@@ -5,7 +5,7 @@ spinners, dialogs) on cue, without a network or a key. Every request and reply i
 as a JSON line with monotonic and wall-clock times and the scenario step that answered:
 that log is the ground truth later evaluations compare the classifier against.
 
-    python -m panewatch.lab.mock_api --port 8765 --scenario basic --log /tmp/mock.jsonl
+    python -m panewatch_lab.mock_api --port 8765 --scenario basic --log /tmp/mock.jsonl
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch.lab import stream
-from panewatch.lab.scenario import Conversation, Scenario, choose, load_scenario, read_conversation
+from panewatch_lab import stream
+from panewatch_lab.scenario import Conversation, Scenario, choose, load_scenario, read_conversation
 
 #: Models ``GET /v1/models`` lists (the CLI's model picker may ask).
 MODELS = ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5"]
@@ -167,13 +167,13 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
     return app
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.mock_api") -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m panewatch_lab.mock_api") -> None:
     import uvicorn
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--scenario", default=None, help="TOML file, or a name in panewatch/lab/scenarios/")
+    parser.add_argument("--scenario", default=None, help="TOML file, or a name in panewatch_lab/scenarios/")
     parser.add_argument("--log", default=None, help="JSON-lines request/reply log (ground truth)")
     parser.add_argument("--log-bodies", action="store_true", help="also log full request bodies (large)")
     args = parser.parse_args(argv)
