@@ -20,7 +20,11 @@ _PLAIN_PIECES = st.sampled_from([
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_PLAIN_PIECES, max_size=60).map("".join), st.integers(2, 8), st.integers(10, 50))
 def test_pyte_wrapper_draws_what_bare_pyte_draws(text, rows, cols):
-    """On input bare pyte handles correctly, the wrapper's fast paths give the very same cells."""
+    """On input bare pyte handles correctly, the wrapper's fast paths give the very same cells.
+
+    One deliberate difference: an erase gives *every* erased cell the current attributes (a
+    row at a time, as xterm's background-colour erase), where pyte touches only the cells
+    written before; so attributes are compared on drawn cells, characters on all."""
     bare = pyte.Screen(cols, rows)
     pyte.Stream(bare).feed(text)
     ours = Screen(rows, cols)
@@ -29,6 +33,10 @@ def test_pyte_wrapper_draws_what_bare_pyte_draws(text, rows, cols):
     for y in range(rows):
         for x in range(cols):
             mine, theirs = ours._screen.buffer[y][x], bare.buffer[y][x]
-            assert (mine.data or " ", mine.fg, mine.bg, mine.bold, mine.reverse) == \
-                (theirs.data or " ", theirs.fg, theirs.bg, theirs.bold, theirs.reverse), (y, x)
-    assert (ours.cursor.row, ours.cursor.col) == (bare.cursor.y, bare.cursor.x)
+            assert (mine.data or " ") == (theirs.data or " "), (y, x)
+            if (theirs.data or " ") != " ":
+                assert (mine.fg, mine.bg, mine.bold, mine.reverse) == \
+                    (theirs.fg, theirs.bg, theirs.bold, theirs.reverse), (y, x)
+    # a pending wrap (pyte: x == cols) is reported on the last column, as Ghostty reports it
+    assert (ours.cursor.row, ours.cursor.col) == (bare.cursor.y, min(bare.cursor.x, cols - 1))
+    assert ours._screen.cursor.x == bare.cursor.x

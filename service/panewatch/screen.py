@@ -13,6 +13,11 @@ measured defects (see the research notes) so that nothing an agent prints is los
 
 The service *is* the terminal its agents talk to, so queries are answered through ``reply``
 the way xterm answers them, whether or not a browser is watching.
+
+Pane output is untrusted: every sequence costs bounded work and leaves the cursor on the
+screen. Combining marks per cell, REP counts, escape-sequence lengths and the shared cell
+cache are capped; erases touch rows, not cells; a handler that raises loses only its own
+sequence, never the rest of the chunk (see ``tests/test_screen_hostile.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import pyte
 from pyte import charsets
 from pyte import modes as pyte_modes
+from pyte.screens import StaticDefaultDict
 from wcwidth import wcwidth
 
 ESC = "\x1b"
@@ -45,18 +51,34 @@ XTVERSION_REPLY = "\x1bP>|XTerm(388)\x1b\\"
 OSC_COLOURS = {"10": "rgb:d0d0/d0d0/d0d0", "11": "rgb:0000/0000/0000", "12": "rgb:d0d0/d0d0/d0d0"}
 
 ALT_SCREEN_MODES = {47 << 5, 1047 << 5, 1049 << 5}
+#: DECCOLM (3) would switch pyte to 80/132 columns behind the wrapper's back (xterm ignores
+#: it too unless allowed); DECSCNM (5) rewrites every cell for five bytes. Both are ignored.
+_IGNORED_PRIVATE_MODES = frozenset({3, 5})
 SYNC_OUTPUT_MODE = 2026 << 5
 
 _CELL_DATA = attrgetter("data")
 
 #: Longest OSC body kept (titles); longer bodies (OSC 52 clipboard, images) are skipped.
 OSC_KEEP = 4096
+#: Combining marks kept on one cell (xterm keeps 2 by default, at most 10); more are dropped:
+#: 'a' + 40k x U+0301 otherwise re-normalised an ever longer string per mark (13 s).
+MAX_COMBINING = 8
+#: Parameter bytes a CSI may carry; a longer one is garbage, dropped up to its final byte
+#: (16 MiB of digits after ``ESC [`` were carried and rescanned on every feed).
+MAX_SEQUENCE = 2048
+#: Shared (attributes, character) cells of the fast draw path kept per screen; a flood of
+#: distinct code points and colours otherwise grew it without end (260 MB for 4.4 MB).
+CELL_CACHE = 4096
+#: Cells REP (``CSI n b``) may draw per byte fed, on top of one screenful: sixteen
+#: ``CSI 9999 b`` cost 16 screenfuls of drawing for 7 bytes each.
+REP_CELLS_PER_BYTE = 8
 
 # The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
 # (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
 _SPECIAL = re.compile(
     r"""
-    \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
+    \x1b\[ (?P<csi_long>[\x20-\x3f]{%d,}) [\x40-\x7e]?
+  | \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
   | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
   | \x1b\[ (?P<sgr_params>[0-9;]*:[0-9;:]*) m
   | \x1b\[ (?P<csi_x_params>[0-9;]*) (?P<csi_x_final>[STbstu])
@@ -67,8 +89,14 @@ _SPECIAL = re.compile(
     re.VERBOSE,
 )
 
-#: An escape sequence cut off at the end of a chunk; it is held back until the next feed.
+#: An escape sequence cut off at the end of a chunk; it is held back until the next feed
+#: (up to ``MAX_SEQUENCE``, past which it is dropped as garbage).
 _INCOMPLETE = re.compile(r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*)?\Z")
+#: The rest of a CSI being dropped as garbage: parameter/intermediate bytes, then its final.
+_CSI_REST = re.compile(r"[\x20-\x3f]*[\x40-\x7e]?")
+#: C1 controls as UTF-8 code points: xterm ignores them in UTF-8 mode; pyte would start an
+#: unbounded CSI (U+009B) or OSC (U+009D) on them.
+_C1 = re.compile("[\x80-\x9f]")
 
 #: End of a DCS/APC/PM/SOS/OSC string.
 _STRING_END = re.compile(r"\x07|\x1b\\")
@@ -78,6 +106,12 @@ _STRING_END = re.compile(r"\x07|\x1b\\")
 def _breaks_pyte(ch: str) -> bool:
     """True for a code point that makes pyte's ``draw`` abandon the rest of a run."""
     return wcwidth(ch) <= 0 and not unicodedata.combining(ch)
+
+
+@lru_cache(maxsize=4096)
+def _mark(ch: str) -> bool:
+    """A combining mark: pyte joins it to the previous cell."""
+    return wcwidth(ch) == 0 and unicodedata.combining(ch) != 0
 
 
 @lru_cache(maxsize=4096)
@@ -123,8 +157,25 @@ class _PaneScreen(pyte.Screen):
         self._reply = reply
         self._saved_main: tuple[Any, ...] | None = None
         self._cells: dict[Any, dict[str, Any]] = {}  # (attributes) -> character -> shared cell
+        self._cached = 0  # cells in ``_cells``, bounded by CELL_CACHE
+        self.errors = 0  # handler exceptions contained (each lost one sequence)
         self._last_char = " "
+        #: Cells REP may still draw; refilled per byte fed (``allow``), capped at two screenfuls.
+        self.rep_allowance = 0
         super().__init__(columns, lines)
+        self.rep_allowance = 2 * columns * lines
+
+    def allow(self, nbytes: int) -> None:
+        """Credit REP with the bytes about to be fed: its work stays proportional to input."""
+        self.rep_allowance = min(self.rep_allowance + nbytes * REP_CELLS_PER_BYTE, 2 * self.columns * self.lines)
+
+    def clamp_cursor(self) -> None:
+        """Put the cursor back on the screen (``x == columns`` is pyte's pending wrap)."""
+        c = self.cursor
+        if not 0 <= c.y < self.lines:
+            c.y = min(max(c.y, 0), self.lines - 1)
+        if not 0 <= c.x <= self.columns:
+            c.x = min(max(c.x, 0), self.columns)
 
     # -- queries -------------------------------------------------------------------------
     def write_process_input(self, data: str) -> None:
@@ -154,9 +205,48 @@ class _PaneScreen(pyte.Screen):
                     and pyte_modes.DECAWM in self.mode and pyte_modes.IRM not in self.mode):
                 self._draw_plain(data)
                 return
-            if self.cursor.x == 0 and self.cursor.y and unicodedata.combining(data[0]):
-                self.dirty.add(self.cursor.y - 1)  # a combining mark here joins the row above
-            super().draw(data)
+            if any(_mark(ch) for ch in set(data)):
+                self._draw_marked(data)
+            else:
+                super().draw(data)
+
+    def _draw_marked(self, data: str) -> None:
+        """pyte's ``draw`` for text with combining marks, runs of marks joined here, capped."""
+        start = i = 0
+        n = len(data)
+        while i < n:
+            if not _mark(data[i]):
+                i += 1
+                continue
+            j = i + 1
+            while j < n and _mark(data[j]):
+                j += 1
+            if start < i:
+                super().draw(data[start:i])
+            self._combine(data[i:j])
+            start = i = j
+        if start < n:
+            super().draw(data[start:])
+
+    def _combine(self, marks: str) -> None:
+        """Join ``marks`` to the cell before the cursor, keeping at most MAX_COMBINING."""
+        x, y = self.cursor.x, self.cursor.y
+        if x:
+            x -= 1
+        elif y:
+            x, y = self.columns - 1, y - 1  # a mark at the start of a row joins the row above
+        else:
+            return
+        line = self.buffer[y]
+        last = line[x]
+        if last.data == "" and x:  # the stub after a wide character
+            x -= 1
+            last = line[x]
+        room = MAX_COMBINING + 1 - len(last.data)
+        if room <= 0:
+            return
+        line[x] = last._replace(data=unicodedata.normalize("NFC", last.data + marks[:room]))
+        self.dirty.add(y)
 
     def _draw_plain(self, data: str) -> None:
         """pyte's ``draw`` for one-cell characters with autowrap on, without a namedtuple
@@ -165,9 +255,10 @@ class _PaneScreen(pyte.Screen):
         cursor = self.cursor
         attrs = cursor.attrs
         cells = self._cells.get(attrs)
-        if cells is None:
-            if len(self._cells) > 256:
+        if cells is None or self._cached > CELL_CACHE:
+            if self._cached > CELL_CACHE or len(self._cells) > 256:
                 self._cells.clear()
+                self._cached = 0
             cells = self._cells[attrs] = {}
         cols = self.columns
         i, n = 0, len(data)
@@ -179,8 +270,11 @@ class _PaneScreen(pyte.Screen):
             x = cursor.x
             take = min(cols - x, n - i)
             chunk = data[i: i + take]
-            for ch in set(chunk).difference(cells):
-                cells[ch] = attrs._replace(data=ch)
+            new = set(chunk).difference(cells)
+            if new:
+                self._cached += len(new)
+                for ch in new:
+                    cells[ch] = attrs._replace(data=ch)
             self.buffer[cursor.y].update(zip(range(x, x + take), map(cells.__getitem__, chunk)))
             cursor.x = x + take
             i += take
@@ -189,44 +283,160 @@ class _PaneScreen(pyte.Screen):
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):  # pyte indexes a 3-tuple with it
             return
-        y, x = self.cursor.y, self.cursor.x
+        y, x = self.cursor.y, min(self.cursor.x, self.columns - 1)
         self.dirty.add(y)
-        interval = range(x, self.columns) if how == 0 else range(x + 1) if how == 1 else range(self.columns)
-        self.buffer[y].update(dict.fromkeys(interval, self.cursor.attrs))
+        attrs = self.cursor.attrs
+        if how == 2:
+            self.buffer[y] = StaticDefaultDict(attrs)  # one row object, not a cell per column
+            return
+        interval = range(x, self.columns) if how == 0 else range(x + 1)
+        row = self.buffer[y]
+        if attrs == row.default:
+            for col in [c for c in row if c in interval]:
+                del row[col]
+        else:
+            row.update(dict.fromkeys(interval, attrs))
 
-    def repeat_last(self, count: int = 1, *_: int) -> None:
-        """REP (``CSI n b``): xterm repeats the last graphic character."""
-        self.draw(self._last_char * max(1, min(count or 1, self.columns * self.lines)))
-
-    # -- scrolling -----------------------------------------------------------------------
-    def scroll_up(self, count: int = 1, *_: int) -> None:
-        """SU (``CSI n S``): content moves up inside the margins."""
-        top, bottom = (self.margins.top, self.margins.bottom) if self.margins else (0, self.lines - 1)
-        saved = (self.cursor.x, self.cursor.y)
-        for _n in range(max(1, min(count or 1, self.lines))):
-            self.cursor.y = bottom
-            self.index()
-        self.cursor.x, self.cursor.y = saved
-        self.dirty.update(range(top, bottom + 1))
-
-    def scroll_down(self, count: int = 1, *_: int) -> None:
-        """SD (``CSI n T``): content moves down inside the margins."""
-        top = self.margins.top if self.margins else 0
-        saved = (self.cursor.x, self.cursor.y)
-        for _n in range(max(1, min(count or 1, self.lines))):
-            self.cursor.y = top
-            self.reverse_index()
-        self.cursor.x, self.cursor.y = saved
+    def erase_characters(self, count: int | None = None) -> None:
+        x = min(self.cursor.x, self.columns - 1)
+        self.dirty.add(self.cursor.y)
+        self.buffer[self.cursor.y].update(dict.fromkeys(range(x, min(x + (count or 1), self.columns)),
+                                                        self.cursor.attrs))
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how not in (0, 1, 2):
             return  # ED 3 erases only the scrollback (which a pane does not keep); others mean nothing
-        super().erase_in_display(how, *args, **kwargs)
+        rows = range(self.cursor.y + 1, self.lines) if how == 0 else range(self.cursor.y) if how == 1 \
+            else range(self.lines)
+        self.dirty.update(rows)
+        attrs = self.cursor.attrs
+        for y in rows:  # a fresh row per line: an erase costs rows, not cells
+            if attrs == self.default_char:
+                self.buffer.pop(y, None)
+            else:
+                self.buffer[y] = StaticDefaultDict(attrs)
+        if how != 2:
+            self.erase_in_line(how)
 
+    def alignment_display(self) -> None:
+        """DECALN (``ESC # 8``, a screen test pattern): ignored, as it costs a write per cell
+        for three bytes and no program a pane runs uses it."""
+
+    def repeat_last(self, count: int = 1, *_: int) -> None:
+        """REP (``CSI n b``): xterm repeats the last graphic character (not a combining mark),
+        within the REP allowance (see ``allow``); without autowrap or with insert mode, at
+        most one row's worth changes anything visible."""
+        ch = self._last_char
+        if _mark(ch) or _breaks_pyte(ch):
+            return
+        n = min(count or 1, self.columns * self.lines, self.rep_allowance)
+        if pyte_modes.DECAWM not in self.mode or pyte_modes.IRM in self.mode or not _narrow(ch):
+            n = min(n, self.columns)
+        if n > 0:
+            self.rep_allowance -= n
+            self.draw(ch * n)
+
+    # -- scrolling -----------------------------------------------------------------------
+    def _shift_rows(self, top: int, bottom: int, count: int) -> None:
+        """Move rows ``top..bottom`` up by ``count`` (down if negative), blanks coming in:
+        one pass over the rows whatever the count, not a full scroll per line."""
+        buf = self.buffer
+        rows = {y: buf.pop(y) for y in range(top, bottom + 1) if y in buf}
+        for y, row in rows.items():
+            to = y - count
+            if top <= to <= bottom:
+                buf[to] = row
+        self.dirty.update(range(top, bottom + 1))
+
+    def _region(self) -> tuple[int, int]:
+        if self.margins:
+            return self.margins.top, min(self.margins.bottom, self.lines - 1)
+        return 0, self.lines - 1
+
+    def scroll_up(self, count: int = 1, *_: int) -> None:
+        """SU (``CSI n S``): content moves up inside the margins."""
+        top, bottom = self._region()
+        self._shift_rows(top, bottom, max(1, min(count or 1, self.lines)))
+
+    def scroll_down(self, count: int = 1, *_: int) -> None:
+        """SD (``CSI n T``): content moves down inside the margins."""
+        top, bottom = self._region()
+        self._shift_rows(top, bottom, -max(1, min(count or 1, self.lines)))
+
+    def insert_lines(self, count: int | None = None) -> None:
+        top, bottom = self._region()
+        if top <= self.cursor.y <= bottom:
+            self._shift_rows(self.cursor.y, bottom, -max(1, min(count or 1, self.lines)))
+            self.carriage_return()
+
+    def delete_lines(self, count: int | None = None) -> None:
+        top, bottom = self._region()
+        if top <= self.cursor.y <= bottom:
+            self._shift_rows(self.cursor.y, bottom, max(1, min(count or 1, self.lines)))
+            self.carriage_return()
+
+    def insert_characters(self, count: int | None = None) -> None:
+        self._shift_cells(-max(1, min(count or 1, self.columns)))
+
+    def delete_characters(self, count: int | None = None) -> None:
+        self._shift_cells(max(1, min(count or 1, self.columns)))
+
+    def _shift_cells(self, count: int) -> None:
+        """ICH (negative) / DCH: cells right of the cursor move, blanks come in; one pass over
+        the row's written cells (pyte walked every column per call)."""
+        y, x = self.cursor.y, min(self.cursor.x, self.columns - 1)
+        self.dirty.add(y)
+        row = self.buffer[y]
+        moved = {c: row.pop(c) for c in [c for c in row if c >= x]}
+        for c, cell in moved.items():
+            to = c - count
+            if x <= to < self.columns:
+                row[to] = cell
+
+    def cursor_to_line(self, line: int | None = None) -> None:
+        """VPA: pyte asserted on origin mode without margins (``CSI ?6h CSI 10d``)."""
+        self.cursor.y = (line or 1) - 1
+        if pyte_modes.DECOM in self.mode and self.margins is not None:
+            self.cursor.y += self.margins.top
+        self.ensure_vbounds()
+
+    def set_margins(self, top: int | None = None, bottom: int | None = None) -> None:
+        if top is not None and top > self.lines or bottom is not None and bottom > self.lines:
+            bottom = min(bottom or self.lines, self.lines)  # xterm clamps the bottom to the screen
+            top = min(top or 1, self.lines)
+        super().set_margins(top, bottom)
+
+    # -- size ----------------------------------------------------------------------------
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        """Change the size as xterm does: rows below the cursor go first when shrinking, then
+        rows above it scroll off, so the cursor's row (a prompt) stays on screen."""
+        lines, columns = lines or self.lines, columns or self.columns
+        if lines == self.lines and columns == self.columns:
+            return
+        if lines < self.lines:
+            drop = max(0, self.cursor.y - (lines - 1))
+            if drop:
+                self._shift_rows(0, self.lines - 1, drop)
+                self.cursor.y -= drop
+            for y in [y for y in self.buffer if y >= lines]:
+                del self.buffer[y]
+        if columns < self.columns:
+            for row in self.buffer.values():
+                for x in [x for x in row if x >= columns]:
+                    del row[x]
+        self.lines, self.columns = lines, columns
+        self.dirty.update(range(lines))
+        self.set_margins()
+        self.savepoints.clear()  # saved positions may lie outside the new size
+        self.clamp_cursor()
 
     # -- alternate screen ----------------------------------------------------------------
     def set_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
+        if private:
+            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
+            if not modes:
+                return
         wanted = {m << 5 for m in modes} if private else set()
         if wanted & ALT_SCREEN_MODES and self._saved_main is None:
             if 1049 << 5 in wanted:
@@ -243,6 +453,10 @@ class _PaneScreen(pyte.Screen):
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
+        if private:
+            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
+            if not modes:
+                return
         wanted = {m << 5 for m in modes} if private else set()
         super().reset_mode(*modes, **kwargs)
         if wanted & ALT_SCREEN_MODES and self._saved_main is not None:
@@ -283,7 +497,28 @@ def _tolerant(name: str) -> Callable[..., None]:
             params = params[:limit]
         if not takes_kwargs:
             kwargs = {}
-        method(self, *params, **kwargs)
+        try:
+            method(self, *params, **kwargs)
+        except Exception:  # one bad sequence is lost, never the rest of the chunk
+            self.errors += 1
+        self.clamp_cursor()
+
+    handler.__name__ = name
+    handler.__doc__ = method.__doc__
+    return handler
+
+
+def _guarded(name: str) -> Callable[..., None]:
+    """Wrap a pyte event handler so that an exception costs only its own sequence (pyte's
+    parser would drop the rest of the chunk) and the cursor stays on the screen."""
+    method = getattr(_PaneScreen, name)
+
+    def handler(self: _PaneScreen, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception:
+            self.errors += 1
+        self.clamp_cursor()
 
     handler.__name__ = name
     handler.__doc__ = method.__doc__
@@ -298,6 +533,8 @@ class _PaneStream(pyte.Stream):
 
 for _name in set(_PaneStream.csi.values()):
     setattr(_PaneScreen, _name, _tolerant(_name))
+for _name in (_PaneStream.events | {"reset"}) - set(_PaneStream.csi.values()) - {"debug"}:
+    setattr(_PaneScreen, _name, _guarded(_name))
 
 
 @dataclass(frozen=True)
@@ -326,7 +563,8 @@ class Screen:
         #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
         self.seq = 0
         self.title = ""
-        self.errors = 0
+        self._errors = 0
+        self._skip_csi = False  # inside a CSI dropped as garbage (longer than MAX_SEQUENCE)
         self._rows: list[str] | None = None  # lines() as of the last call; pyte's dirty rows are redone
 
     # -- input -----------------------------------------------------------------------------
@@ -338,10 +576,22 @@ class Screen:
         text = self._decoder.decode(data)
         self.feed_text(text)
 
+    @property
+    def errors(self) -> int:
+        """Sequences lost to an exception (contained: the rest of the chunk was still fed)."""
+        return self._errors + self._screen.errors
+
     def feed_text(self, text: str) -> None:
         """Feed already-decoded text (used by ``feed`` and by transcript replays)."""
+        self._screen.allow(len(text))
+        if _C1.search(text):
+            text = _C1.sub("", text)
         if self._carry:
             text, self._carry = self._carry + text, ""
+        if self._skip_csi:
+            end = _CSI_REST.match(text).end()
+            self._skip_csi = end == len(text) and not (end and "\x40" <= text[end - 1] <= "\x7e")
+            text = text[end:]
         if self._in_string is not None:
             text = self._skip_string(text)
         if not text:
@@ -350,6 +600,8 @@ class Screen:
             tail = _INCOMPLETE.search(text)
             if tail:
                 text, self._carry = text[: tail.start()], text[tail.start():]
+                if len(self._carry) > MAX_SEQUENCE:  # garbage: drop it, keep what follows it
+                    self._carry, self._skip_csi = "", True
             self._process(text)
         else:
             self._pyte(text)
@@ -358,8 +610,9 @@ class Screen:
         if text:
             try:
                 self._stream.feed(text)
-            except Exception:  # pragma: no cover - a pyte defect not yet contained
-                self.errors += 1
+            except Exception:  # pragma: no cover - a parser defect; handlers are guarded
+                self._errors += 1
+                self._screen.clamp_cursor()
 
     def _process(self, text: str) -> None:
         """Feed pyte in order, acting on the sequences it mishandles as they come.
@@ -375,6 +628,8 @@ class Screen:
             self._pyte(text[pos: m.start()])
             pos = m.end()
             kind = m.lastgroup
+            if kind == "csi_long":
+                continue  # garbage: dropped up to its final byte, the text after it is kept
             if kind == "csi_p_final":
                 self._private_csi(m["csi_prefix"], m["csi_p_params"], m["csi_p_inter"], m["csi_p_final"])
             elif kind == "csi_i_final":
@@ -459,7 +714,7 @@ class Screen:
             try:
                 self._reply_bytes(data.encode())
             except Exception:
-                self.errors += 1
+                self._errors += 1
 
     # -- output ----------------------------------------------------------------------------
     def lines(self) -> list[str]:
@@ -532,7 +787,8 @@ class Screen:
     @property
     def cursor(self) -> Cursor:
         c = self._screen.cursor
-        return Cursor(row=c.y, col=c.x, hidden=c.hidden)
+        # pyte's x == columns (a pending wrap) is shown on the last column, as Ghostty does
+        return Cursor(row=min(max(c.y, 0), self.rows - 1), col=min(max(c.x, 0), self.cols - 1), hidden=c.hidden)
 
     @property
     def alternate(self) -> bool:
