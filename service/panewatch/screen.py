@@ -85,7 +85,7 @@ _SPECIAL = re.compile(
   | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
   | \x1b (?P<str_intro>[P_^X])
   | \x1b\] (?P<osc_open>)
-    """,
+    """ % MAX_SEQUENCE,
     re.VERBOSE,
 )
 
@@ -222,11 +222,11 @@ class _PaneScreen(pyte.Screen):
             while j < n and _mark(data[j]):
                 j += 1
             if start < i:
-                super().draw(data[start:i])
+                self.draw(data[start:i])  # no marks in it: the fast paths apply
             self._combine(data[i:j])
             start = i = j
         if start < n:
-            super().draw(data[start:])
+            self.draw(data[start:])
 
     def _combine(self, marks: str) -> None:
         """Join ``marks`` to the cell before the cursor, keeping at most MAX_COMBINING."""
@@ -272,6 +272,11 @@ class _PaneScreen(pyte.Screen):
             chunk = data[i: i + take]
             new = set(chunk).difference(cells)
             if new:
+                if self._cached > CELL_CACHE:
+                    self._cells.clear()
+                    self._cached = 0
+                    cells = self._cells[attrs] = {}
+                    new = set(chunk)
                 self._cached += len(new)
                 for ch in new:
                     cells[ch] = attrs._replace(data=ch)
@@ -428,6 +433,7 @@ class _PaneScreen(pyte.Screen):
         self.dirty.update(range(lines))
         self.set_margins()
         self.savepoints.clear()  # saved positions may lie outside the new size
+        self.rep_allowance = min(self.rep_allowance, 2 * lines * columns)
         self.clamp_cursor()
 
     # -- alternate screen ----------------------------------------------------------------
