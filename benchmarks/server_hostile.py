@@ -34,6 +34,10 @@ NORMAL = {
     "idle-shell": ["sh", "-c", "echo ready; sleep 600"],
 }
 PY = sys.executable
+#: Two plain floods (what chatty agents or `cat bigfile` do; the hostile phase has two flooding
+#: panes too): the same-run yardstick for how
+#: much any pane that floods costs the others, hostile or not.
+PLAIN_FLOOD = {f"plain-flood-{i}": ["sh", "-c", "yes 'plain flood line of ordinary text'"] for i in (1, 2)}
 HOSTILE = {
     "bomb-115B": ["sh", "-c", "printf 'a\\314\\201'; for i in $(seq 16); do printf '\\033[9999b'; done; sleep 600"],
     "csi-16MiB": [PY, "-c", "import sys,time; o=sys.stdout.buffer; o.write(b'\\x1b['+b'1'*(16<<20)+b'mafter');"
@@ -51,6 +55,13 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (load-independent, unlike wall time)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -102,7 +113,8 @@ async def phase(client, sid, seconds) -> tuple[list[float], list[float]]:
 async def run(args: argparse.Namespace) -> None:
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "PANEWATCH_TOKEN": token}
-    server = subprocess.Popen([sys.executable, "-m", "panewatch", "serve", "--port", str(port), "--sweep-ms",
+    prefix = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+    server = subprocess.Popen([sys.executable, *prefix, "-m", "panewatch", "serve", "--port", str(port), "--sweep-ms",
                                str(args.sweep_ms), "--backend", args.backend],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -120,14 +132,32 @@ async def run(args: argparse.Namespace) -> None:
                                                              "rows": 32, "cols": 120})
                 ids[name] = r.json()["id"]
             await asyncio.sleep(2)
+            load_before = os.getloadavg()[0]
+            cpu0 = cpu_s(server.pid)
             base_lat, base_delay = await phase(client, ids["prompt"], args.seconds)
+            cpu1 = cpu_s(server.pid)
+            flood = {}
+            for name, argv in PLAIN_FLOOD.items():
+                r = await client.post("/api/sessions", json={"agent": "shell", "command": argv, "name": name,
+                                                             "rows": 32, "cols": 120})
+                flood[name] = r.json()["id"]
+            cpu4 = cpu_s(server.pid)
+            flood_lat, flood_delay = await phase(client, ids["prompt"], args.seconds)
+            cpu5 = cpu_s(server.pid)
+            flood_read = sum([(await client.get(f"/api/sessions/{sid}")).json()["bytes_read"] for sid in flood.values()])
+            for sid in flood.values():
+                await client.delete(f"/api/sessions/{sid}")
+            await asyncio.sleep(2)
             rss_before = rss_mb(server.pid)
             hostile = {}
             for name, argv in HOSTILE.items():
                 r = await client.post("/api/sessions", json={"agent": "shell", "command": argv, "name": name,
                                                              "rows": 32, "cols": 120})
                 hostile[name] = r.json()["id"]
+            cpu2 = cpu_s(server.pid)
             hot_lat, hot_delay = await phase(client, ids["prompt"], args.seconds)
+            cpu3 = cpu_s(server.pid)
+            load_after = os.getloadavg()[0]
             rss_peak = rss_mb(server.pid)
             after = {}
             for name, sid in hostile.items():
@@ -139,23 +169,31 @@ async def run(args: argparse.Namespace) -> None:
             await asyncio.sleep(3)
             rss_after = rss_mb(server.pid)
     finally:
-        server.send_signal(signal.SIGTERM)
+        server.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
         try:
-            server.wait(10)
+            server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
 
-    print(f"backend {args.backend}, sweep {args.sweep_ms} ms, {args.seconds:.0f} s per phase")
-    print(f"{'':34} {'baseline':>10} {'hostile':>10}")
-    print(f"{'/healthz requests':34} {len(base_lat):10d} {len(hot_lat):10d}")
-    print(f"{'/healthz p50 (ms)':34} {pct(base_lat, .5):10.1f} {pct(hot_lat, .5):10.1f}")
-    print(f"{'/healthz p99 (ms)':34} {pct(base_lat, .99):10.1f} {pct(hot_lat, .99):10.1f}")
-    print(f"{'/healthz max (ms)':34} {max(base_lat):10.1f} {max(hot_lat):10.1f}")
-    print(f"{'prompt pane: prompts seen':34} {len(base_delay):10d} {len(hot_delay):10d}")
-    med = lambda v: statistics.median(v) if v else float("nan")  # noqa: E731
-    print(f"{'prompt pane: delay median (ms)':34} {med(base_delay):10.0f} {med(hot_delay):10.0f}")
-    print(f"{'prompt pane: delay max (ms)':34} {max(base_delay, default=float('nan')):10.0f}"
-          f" {max(hot_delay, default=float('nan')):10.0f}")
+    print(f"backend {args.backend}, sweep {args.sweep_ms} ms, {args.seconds:.0f} s per phase;"
+          f" machine load average {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} cores")
+    print(f"{'':34} {'baseline':>10} {'plain flood':>12} {'hostile':>10}")
+    rows = [
+        ("server CPU (% of one core)", [100 * (cpu1 - cpu0) / args.seconds, 100 * (cpu5 - cpu4) / args.seconds,
+                                        100 * (cpu3 - cpu2) / args.seconds], ".0f"),
+        ("/healthz requests", [len(base_lat), len(flood_lat), len(hot_lat)], "d"),
+        ("/healthz p50 (ms)", [pct(v, .5) for v in (base_lat, flood_lat, hot_lat)], ".1f"),
+        ("/healthz p99 (ms)", [pct(v, .99) for v in (base_lat, flood_lat, hot_lat)], ".1f"),
+        ("/healthz max (ms)", [max(v) for v in (base_lat, flood_lat, hot_lat)], ".1f"),
+        ("prompt pane: prompts seen", [len(v) for v in (base_delay, flood_delay, hot_delay)], "d"),
+        ("prompt pane: delay median (ms)", [statistics.median(v) if v else float("nan")
+                                            for v in (base_delay, flood_delay, hot_delay)], ".0f"),
+        ("prompt pane: delay max (ms)", [max(v, default=float("nan")) for v in (base_delay, flood_delay, hot_delay)],
+         ".0f"),
+    ]
+    for label, (a, b, c), fmt in rows:
+        print(f"{label:34} {a:10{fmt}} {b:12{fmt}} {c:10{fmt}}")
+    print(f"plain flood panes read {flood_read:,} bytes")
     print(f"server RSS: {rss_before:.1f} MB before the hostile panes, {rss_peak:.1f} MB with them,"
           f" {rss_after:.1f} MB after DELETE ({rss_after - rss_before:+.1f} MB)")
     for name, (nbytes, last) in after.items():
@@ -167,6 +205,7 @@ def main() -> None:
     p.add_argument("--backend", default="pyte", choices=["pyte", "ghostty"])
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--sweep-ms", type=int, default=100)
+    p.add_argument("--profile", metavar="FILE", help="run the server under cProfile, stats to FILE")
     asyncio.run(run(p.parse_args()))
 
 

@@ -45,7 +45,7 @@ def _pyte_bounds(s: Screen) -> None:
         assert all(0 <= x < ps.columns for x in row)
         assert all(len(cell.data) <= MAX_COMBINING + 1 for cell in row.values())
     assert ps._cached <= CELL_CACHE + ps.columns
-    assert 0 <= ps.rep_allowance <= 2 * ps.lines * ps.columns
+    assert 0 <= ps.rep_allowance <= ps.rep_cap <= 2 * ps.lines * ps.columns
     assert len(s._carry) <= MAX_SEQUENCE + 2
     assert len(s._osc_body) <= screen_mod.OSC_KEEP
     assert len(ps.savepoints) <= 10_000

@@ -69,9 +69,11 @@ MAX_SEQUENCE = 2048
 #: Shared (attributes, character) cells of the fast draw path kept per screen; a flood of
 #: distinct code points and colours otherwise grew it without end (260 MB for 4.4 MB).
 CELL_CACHE = 4096
-#: Cells REP (``CSI n b``) may draw per byte fed, on top of one screenful: sixteen
-#: ``CSI 9999 b`` cost 16 screenfuls of drawing for 7 bytes each.
-REP_CELLS_PER_BYTE = 8
+#: Cells REP (``CSI n b``) may draw per byte fed, on top of a burst of REP_BURST cells (or two
+#: screenfuls if smaller): sixteen ``CSI 9999 b`` cost 16 screenfuls of drawing for 7 bytes
+#: each. A TUI's ruler (``─ CSI 119 b``) spends ~15 cells per byte for a line, well within.
+REP_CELLS_PER_BYTE = 4
+REP_BURST = 16384
 
 # The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
 # (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
@@ -193,6 +195,73 @@ def _colon_sgr(params: str) -> str:
     return ";".join(out)
 
 
+class _Rows:
+    """pyte's row buffer (row index -> row) with an offset, so that a scroll of the whole
+    screen is one pop and an addition instead of renumbering every row: pyte's ``index``
+    moved all rows per line feed, O(rows) per byte of a ``yes`` flood (500 rows: ~1 s per
+    16 KiB). Missing rows are created by ``default_factory`` as in pyte's ``defaultdict``."""
+
+    __slots__ = ("_rows", "_off", "default_factory")
+
+    def __init__(self, default_factory: Callable[[], Any]) -> None:
+        self._rows: dict[int, Any] = {}
+        self._off = 0
+        self.default_factory = default_factory
+
+    def __getitem__(self, y: int) -> Any:
+        key = y + self._off
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self.default_factory()
+        return row
+
+    def __setitem__(self, y: int, row: Any) -> None:
+        self._rows[y + self._off] = row
+
+    def __delitem__(self, y: int) -> None:
+        del self._rows[y + self._off]
+
+    def __contains__(self, y: object) -> bool:
+        return isinstance(y, int) and y + self._off in self._rows
+
+    def __iter__(self) -> Any:
+        off = self._off
+        return iter([key - off for key in self._rows])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def pop(self, y: int, *default: Any) -> Any:
+        return self._rows.pop(y + self._off, *default)
+
+    def get(self, y: int, default: Any = None) -> Any:
+        return self._rows.get(y + self._off, default)
+
+    def keys(self) -> list[int]:
+        return list(self)
+
+    def values(self) -> Any:
+        return self._rows.values()
+
+    def items(self) -> list[tuple[int, Any]]:
+        off = self._off
+        return [(key - off, row) for key, row in self._rows.items()]
+
+    def clear(self) -> None:
+        self._rows.clear()
+        self._off = 0
+
+    def scroll(self, count: int, lines: int) -> None:
+        """The whole screen's content moves up ``count`` rows (down if negative)."""
+        if abs(count) >= lines:
+            self.clear()
+            return
+        gone = range(count) if count > 0 else range(lines + count, lines)
+        for y in gone:
+            self._rows.pop(y + self._off, None)
+        self._off += count
+
+
 class _PaneScreen(pyte.Screen):
     """pyte's screen with tolerant CSI handlers, an alternate screen and answered queries."""
 
@@ -206,11 +275,47 @@ class _PaneScreen(pyte.Screen):
         #: Cells REP may still draw; refilled per byte fed (``allow``), capped at two screenfuls.
         self.rep_allowance = 0
         super().__init__(columns, lines)
-        self.rep_allowance = 2 * columns * lines
+        self.rep_allowance = self.rep_cap
+
+    def reset(self) -> None:
+        super().reset()
+        self.buffer = _Rows(lambda: StaticDefaultDict(self.default_char))  # type: ignore[assignment]
+        self.all_dirty = True
+
+    def mark_all_dirty(self) -> None:
+        """Every row must be redrawn (cheaper than adding each row to ``dirty`` per scroll)."""
+        self.all_dirty = True
+
+    def index(self) -> None:
+        """IND / line feed: at the bottom margin the content scrolls (O(1) for a full screen)."""
+        top, bottom = self._region()
+        if self.cursor.y == bottom:
+            if top == 0 and bottom == self.lines - 1:
+                self.buffer.scroll(1, self.lines)
+            else:
+                self._shift_rows(top, bottom, 1)
+            self.all_dirty = True
+        else:
+            self.cursor_down()
+
+    def reverse_index(self) -> None:
+        top, bottom = self._region()
+        if self.cursor.y == top:
+            if top == 0 and bottom == self.lines - 1:
+                self.buffer.scroll(-1, self.lines)
+            else:
+                self._shift_rows(top, bottom, -1)
+            self.all_dirty = True
+        else:
+            self.cursor_up()
 
     def allow(self, nbytes: int) -> None:
         """Credit REP with the bytes about to be fed: its work stays proportional to input."""
-        self.rep_allowance = min(self.rep_allowance + nbytes * REP_CELLS_PER_BYTE, 2 * self.columns * self.lines)
+        self.rep_allowance = min(self.rep_allowance + nbytes * REP_CELLS_PER_BYTE, self.rep_cap)
+
+    @property
+    def rep_cap(self) -> int:
+        return min(2 * self.columns * self.lines, REP_BURST)
 
     def clamp_cursor(self) -> None:
         """Put the cursor back on the screen (``x == columns`` is pyte's pending wrap)."""
@@ -400,13 +505,13 @@ class _PaneScreen(pyte.Screen):
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):  # pyte indexes a 3-tuple with it
             return
-        y, x = self.cursor.y, min(self.cursor.x, self.columns - 1)
+        y, x = self.cursor.y, min(self.cursor.x, self.columns)  # x == columns: pending wrap, as pyte
         self.dirty.add(y)
         attrs = self.cursor.attrs
         if how == 2:
             self.buffer[y] = StaticDefaultDict(attrs)  # one row object, not a cell per column
             return
-        interval = range(x, self.columns) if how == 0 else range(x + 1)
+        interval = range(x, self.columns) if how == 0 else range(min(x + 1, self.columns))
         row = self.buffer[y]
         if attrs == row.default:
             for col in [c for c in row if c in interval]:
@@ -415,7 +520,7 @@ class _PaneScreen(pyte.Screen):
             row.update(dict.fromkeys(interval, attrs))
 
     def erase_characters(self, count: int | None = None) -> None:
-        x = min(self.cursor.x, self.columns - 1)
+        x = min(self.cursor.x, self.columns)
         self.dirty.add(self.cursor.y)
         self.buffer[self.cursor.y].update(dict.fromkeys(range(x, min(x + (count or 1), self.columns)),
                                                         self.cursor.attrs))
@@ -423,17 +528,21 @@ class _PaneScreen(pyte.Screen):
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how not in (0, 1, 2):
             return  # ED 3 erases only the scrollback (which a pane does not keep); others mean nothing
-        rows = range(self.cursor.y + 1, self.lines) if how == 0 else range(self.cursor.y) if how == 1 \
-            else range(self.lines)
-        self.dirty.update(rows)
         attrs = self.cursor.attrs
-        for y in rows:  # a fresh row per line: an erase costs rows, not cells
-            if attrs == self.default_char:
-                self.buffer.pop(y, None)
-            else:
+        self.all_dirty = True
+        if how == 2:  # every row blank in the erase attributes: one clear, rows made on demand
+            self.buffer.clear()
+            self.buffer.default_factory = (lambda: StaticDefaultDict(self.default_char)) \
+                if attrs == self.default_char else (lambda: StaticDefaultDict(attrs))
+            return
+        lo, hi = (self.cursor.y + 1, self.lines) if how == 0 else (0, self.cursor.y)
+        if attrs == self.default_char:  # only rows ever written exist: drop those
+            for y in [y for y in self.buffer if lo <= y < hi]:
+                del self.buffer[y]
+        else:  # a fresh row per line: an erase costs rows, not cells
+            for y in range(lo, hi):
                 self.buffer[y] = StaticDefaultDict(attrs)
-        if how != 2:
-            self.erase_in_line(how)
+        self.erase_in_line(how)
 
     def alignment_display(self) -> None:
         """DECALN (``ESC # 8``, a screen test pattern): ignored, as it costs a write per cell
@@ -458,12 +567,15 @@ class _PaneScreen(pyte.Screen):
         """Move rows ``top..bottom`` up by ``count`` (down if negative), blanks coming in:
         one pass over the rows whatever the count, not a full scroll per line."""
         buf = self.buffer
-        rows = {y: buf.pop(y) for y in range(top, bottom + 1) if y in buf}
+        self.all_dirty = True
+        if top == 0 and bottom == self.lines - 1:
+            buf.scroll(count, self.lines)
+            return
+        rows = {y: buf.pop(y) for y in [y for y in buf if top <= y <= bottom]}
         for y, row in rows.items():
             to = y - count
             if top <= to <= bottom:
                 buf[to] = row
-        self.dirty.update(range(top, bottom + 1))
 
     def _region(self) -> tuple[int, int]:
         if self.margins:
@@ -501,7 +613,7 @@ class _PaneScreen(pyte.Screen):
     def _shift_cells(self, count: int) -> None:
         """ICH (negative) / DCH: cells right of the cursor move, blanks come in; one pass over
         the row's written cells (pyte walked every column per call)."""
-        y, x = self.cursor.y, min(self.cursor.x, self.columns - 1)
+        y, x = self.cursor.y, min(self.cursor.x, self.columns)
         self.dirty.add(y)
         row = self.buffer[y]
         moved = {c: row.pop(c) for c in [c for c in row if c >= x]}
@@ -533,7 +645,7 @@ class _PaneScreen(pyte.Screen):
         if lines < self.lines:
             drop = max(0, self.cursor.y - (lines - 1))
             if drop:
-                self._shift_rows(0, self.lines - 1, drop)
+                self.buffer.scroll(drop, self.lines)
                 self.cursor.y -= drop
             for y in [y for y in self.buffer if y >= lines]:
                 del self.buffer[y]
@@ -542,10 +654,10 @@ class _PaneScreen(pyte.Screen):
                 for x in [x for x in row if x >= columns]:
                     del row[x]
         self.lines, self.columns = lines, columns
-        self.dirty.update(range(lines))
+        self.all_dirty = True
         self.set_margins()
         self.savepoints.clear()  # saved positions may lie outside the new size
-        self.rep_allowance = min(self.rep_allowance, 2 * lines * columns)
+        self.rep_allowance = min(self.rep_allowance, self.rep_cap)
         self.clamp_cursor()
 
     # -- alternate screen ----------------------------------------------------------------
@@ -591,7 +703,7 @@ class _PaneScreen(pyte.Screen):
             self.margins = margins
             if 1049 << 5 in wanted:
                 self.restore_cursor()
-            self.dirty.update(range(self.lines))
+            self.all_dirty = True
 
     @property
     def alternate(self) -> bool:
@@ -844,7 +956,7 @@ class Screen:
         """
         screen = self._screen
         buf = screen.buffer
-        if self._rows is None or len(self._rows) != self.rows:
+        if self._rows is None or len(self._rows) != self.rows or screen.all_dirty:
             self._rows = [""] * self.rows
             todo: Any = range(self.rows)
         else:
@@ -861,6 +973,7 @@ class Screen:
                 else:
                     rows[y] = ""
         screen.dirty.clear()
+        screen.all_dirty = False
         return list(rows)
 
     def text(self) -> str:

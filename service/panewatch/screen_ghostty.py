@@ -27,7 +27,7 @@ from pyghostty.core import init_sized
 from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
 from wcwidth import wcwidth
 
-from .screen import MAX_COMBINING, REP_CELLS_PER_BYTE, Cursor
+from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor
 
 #: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
 _DA1_LEVEL, _DA1_FEATURES = 64, (1, 2, 6, 9, 15, 18, 21, 22)
@@ -157,7 +157,7 @@ class GhosttyScreen:
         #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
         self.seq = 0
         self.errors = 0
-        self._rep_allowance = 2 * rows * cols
+        self._rep_allowance = min(2 * rows * cols, REP_BURST)
 
     # -- input -----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -165,7 +165,7 @@ class GhosttyScreen:
         if not data:
             return
         self.seq += 1
-        cap = 2 * self.rows * self.cols
+        cap = min(2 * self.rows * self.cols, REP_BURST)
         self._rep_allowance = min(self._rep_allowance + len(data) * REP_CELLS_PER_BYTE, cap)
         if b"b" in data and b"\x1b[" in data:
             data = _REP.sub(self._clamp_rep, data)
@@ -301,5 +301,5 @@ class GhosttyScreen:
         """Change the size (Ghostty reflows soft-wrapped rows, as it does on screen)."""
         self.seq += 1
         self.rows, self.cols = rows, cols
-        self._rep_allowance = min(self._rep_allowance, 2 * rows * cols)
+        self._rep_allowance = min(self._rep_allowance, 2 * rows * cols, REP_BURST)
         self._term.resize(cols, rows, _CELL_W, _CELL_H)
