@@ -187,7 +187,8 @@ def test_bad_regex_names_rule_and_line(tmp_path):
     body = HEADER + TWO_RULES.replace("'esc to interrupt'", "'esc to (interrupt'")
     err = refused(tmp_path, body)
     assert err.rule == 2
-    assert err.line == body.splitlines().index("[[rules]]", 5) + 1
+    # the line of the pattern itself, inside the second rule
+    assert err.line == body.splitlines().index("any = ['esc to (interrupt']") + 1
     assert "(busy)" in err.reason and "not a valid regex" in err.reason
 
 
