@@ -11,16 +11,17 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from panewatch import backends
-from panewatch.bench import Delays, EventLog, match_delays, pct
-from panewatch.bench_agent import BLOCKED, IDLE, Painter
-from panewatch.bench_streams import GENERATORS, measure
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.runtime import Runtime
 from panewatch.session import SessionSpec
+from panewatch_lab.bench import Delays, EventLog, match_delays, pct
+from panewatch_lab.bench_agent import BLOCKED, IDLE, Painter
+from panewatch_lab.bench_streams import GENERATORS, measure
 
 
 def test_quick_bench_prints_every_figure(tmp_path):
@@ -149,11 +150,12 @@ async def test_runtime_gives_sessions_the_configured_backend():
 def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
     pytest.importorskip("pyghostty")
     from panewatch.cli import main
-    from panewatch.fixtures import default_root, find_folders
+    from panewatch.fixtures import find_folders
 
-    if not find_folders(default_root()):
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    if not find_folders(root):
         pytest.skip("no fixture folders under fixtures/")
-    code = main(["fixtures", "--backend", "ghostty"])
+    code = main(["fixtures", str(root), "--backend", "ghostty"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert code == 0, last
     done, total = last.rsplit(" ", 1)[1].split("/")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from panewatch.lab.cli import COMMANDS, main, parse_sizes
+from panewatch_lab.cli import COMMANDS, main, parse_sizes
 
 from live import wait_listening
 

@@ -15,9 +15,9 @@ import pytest
 import uvicorn
 from pydantic import ValidationError
 
-from panewatch.lab import stream
-from panewatch.lab.mock_api import build_app
-from panewatch.lab.scenario import Scenario, load_scenario, read_conversation
+from panewatch_lab import stream
+from panewatch_lab.mock_api import build_app
+from panewatch_lab.scenario import Scenario, load_scenario, read_conversation
 
 SCENARIO = """
 description = "test"

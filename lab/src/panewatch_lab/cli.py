@@ -19,14 +19,14 @@ DEFAULT_SIZES = "32x120,24x80,50x160"
 
 
 def cmd_mock_api(argv: list[str]) -> int:
-    from panewatch.lab import mock_api
+    from panewatch_lab import mock_api
 
     mock_api.main(argv, prog="panewatch lab mock-api")
     return 0
 
 
 def cmd_fake_agent(argv: list[str]) -> int:
-    from panewatch.lab import fake_agent
+    from panewatch_lab import fake_agent
 
     return fake_agent.main(argv, prog="panewatch lab fake-agent")
 
@@ -52,7 +52,7 @@ def capture_parser() -> argparse.ArgumentParser:
                     "says is refused (not written); the exit code is then 1.")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES), metavar="RxC,...",
                    help=f"terminal sizes (default {DEFAULT_SIZES})")
-    p.add_argument("--out", metavar="DIR", help="fixture folder (default: fixtures/<agent>/<CLI version>)")
+    p.add_argument("--out", metavar="DIR", help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)")
     p.add_argument("--only", nargs="+", metavar="KIND",
                    help="capture only these kinds (`bash` or `blocked-bash`); other entries of an existing "
                         "truth.toml are kept")
@@ -66,10 +66,10 @@ def capture_parser() -> argparse.ArgumentParser:
 
 def cmd_capture(argv: list[str]) -> int:
     from panewatch.fixtures import FixtureTruth, default_root
-    from panewatch.lab.capture import Captured, Failure, capture_all
-    from panewatch.lab.capture_plan import load_plan
-    from panewatch.lab.claude_env import PINNED_VERSION, claude_version, find_claude
-    from panewatch.lab.fixture_writer import write_folder
+    from panewatch_lab.capture import Captured, Failure, capture_all
+    from panewatch_lab.capture_plan import load_plan
+    from panewatch_lab.claude_env import PINNED_VERSION, claude_version, find_claude
+    from panewatch_lab.fixture_writer import write_folder
 
     args = capture_parser().parse_args(argv)
     plan = load_plan(args.plan)
@@ -128,7 +128,7 @@ def cmd_capture(argv: list[str]) -> int:
 
 
 def cmd_evaluate(argv: list[str]) -> int:
-    from panewatch.lab import evaluate
+    from panewatch_lab import evaluate
 
     return evaluate.main(argv, prog="panewatch lab evaluate")
 

@@ -1,6 +1,6 @@
 """The timeline picture: truth against every detector, one band per row, in slices of time.
 
-matplotlib is optional (``pip install 'panewatch[lab]'``); without it ``plot`` says so and the
+matplotlib is optional (``pip install './lab[plot]'``, the lab's ``plot`` extra); without it ``plot`` says so and the
 Markdown is written all the same.
 """
 

@@ -30,6 +30,7 @@ from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.runtime import Runtime
 
+from . import MANIFEST_DIR
 from .eval_log import Recorder
 
 
@@ -63,7 +64,7 @@ class ServiceHarness:
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
-        self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms)
+        self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms, manifests=MANIFEST_DIR)
         self.app = create_app(self.settings)
         self.runtime: Runtime = self.app.state.runtime
         self.runtime.events.subscribers.add(_TapOnCreate(self.runtime, tap))  # type: ignore[arg-type]

@@ -48,7 +48,8 @@ from .eval_report import render
 from .eval_service import ServiceHarness, watch_states
 
 PROG = "panewatch lab evaluate"
-DEFAULT_OUT = Path(__file__).resolve().parents[3] / "benchmarks" / "evaluation"
+#: Relative to the working directory (a checkout's top), never to where the lab is installed.
+DEFAULT_OUT = Path("benchmarks") / "evaluation"
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -153,12 +154,14 @@ async def run(args: argparse.Namespace, command: str, workdir: Path) -> list[Rec
 
 
 def git_state() -> str:
-    """``<commit>`` plus the files that differed from it when the run started (a shared tree)."""
-    root = Path(__file__).resolve().parents[3]
+    """``<commit>`` plus the files that differed from it when the run started (a shared tree):
+    of the checkout the working directory is in."""
     try:
+        root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10,
+                              check=False).stdout.strip() or "."
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "manifests", "service"],
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "manifests", "service", "lab"],
                                capture_output=True, text=True, timeout=10, check=False).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -178,7 +181,7 @@ def write_outputs(a: Analysis, out: Path, name: str, *, png: bool, log: list[Rec
         if has_png:
             written.append(picture)
         else:
-            print(f"{PROG}: no picture (pip install 'panewatch[lab]' for matplotlib)", file=sys.stderr)
+            print(f"{PROG}: no picture (pip install './lab[plot]' for matplotlib)", file=sys.stderr)
     log_path = out / f"{name}.jsonl.gz"
     if log is not None:
         eval_log.save(log, log_path)
@@ -232,4 +235,4 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main(prog="python -m panewatch.lab.evaluate"))
+    sys.exit(main(prog="python -m panewatch_lab.evaluate"))

@@ -10,8 +10,8 @@ Phases are drawn the way Ink draws them — cursor up over the previous frame, `
 then the new rows — and their wording matches the bundled ``claude`` manifest's rules.
 Standard library only and a fixed seed: it starts fast, and 200 copies cost little.
 
-    python -m panewatch.bench_agent --state-file /tmp/truth.jsonl --seed 3
-    python -m panewatch.bench_agent --spin-only --hz 10
+    python -m panewatch_lab.bench_agent --state-file /tmp/truth.jsonl --seed 3
+    python -m panewatch_lab.bench_agent --spin-only --hz 10
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m panewatch.bench_agent", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m panewatch_lab.bench_agent", description=__doc__.split("\n\n")[0])
     p.add_argument("--state-file", help="append the true state here, one JSON line per change")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hz", type=float, default=10.0, help="spinner frames per second while working (0: none)")

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from panewatch.lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step
-from panewatch.lab.claude_env import prepare_home
-from panewatch.lab.mock_server import MockServer
-from panewatch.lab.pty_session import PtySession
 from panewatch.screen import Screen
+from panewatch_lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step
+from panewatch_lab.claude_env import prepare_home
+from panewatch_lab.mock_server import MockServer
+from panewatch_lab.pty_session import PtySession
 
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 #: How long the moment of capture may take to show what the label says once the steps ran.

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the clients are imported when a scenario runs: `panewatch --help` stays quick
     import httpx
 
-from . import backends
+from panewatch import backends
 from .bench_streams import run_throughput
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -190,7 +190,7 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
 def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     port, token = free_port(), secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    argv = [sys.executable, "-m", "panewatch.bench_probe", "--port", str(port), "--token", token,
+    argv = [sys.executable, "-m", "panewatch_lab.bench_probe", "--port", str(port), "--token", token,
             "--mode", mode, "--sweep-ms", str(sweep_ms), "--settle-ms", str(settle_ms),
             "--cap-ms", str(cap_ms), "--backend", backend]
     return Server(argv, env, port, token)
@@ -198,7 +198,7 @@ def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
 
 def agent_command(state_file: Path | None, seed: int, *, spin_only: bool = False,
                   hold: tuple[float, float] = (0.8, 1.6), work: tuple[float, float] = (0.5, 1.5)) -> list[str]:
-    cmd = [sys.executable, "-m", "panewatch.bench_agent", "--seed", str(seed), "--hz", "10"]
+    cmd = [sys.executable, "-m", "panewatch_lab.bench_agent", "--seed", str(seed), "--hz", "10"]
     if state_file is not None:
         cmd += ["--state-file", str(state_file)]
     if spin_only:
@@ -503,6 +503,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--feed-kb", type=int, default=1000, dest="feed_kb", help="throughput: KB per synthetic stream")
     p.add_argument("--min-seconds", type=float, default=1.0, dest="min_seconds",
                    help="throughput: least time per engine and stream")
+    p.add_argument("--captures", type=Path, nargs="+", default=[Path("fixtures"), Path("notes/raw")], metavar="DIR",
+                   help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
+                        "the working directory; missing ones are skipped)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     return p
 
@@ -533,8 +536,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
             out["flood"] = [await scenario_flood(opts, tmp, b) for b in scale_backends]
             print_flood(out["flood"], opts)
     if "throughput" in opts.only:
-        root = Path(__file__).resolve().parents[2]
-        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, [root / "fixtures", root / "notes" / "raw"])
+        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures)
         out["throughput"] = [r.__dict__ for r in rows]
         print_throughput(rows, opts)
     if opts.json:

@@ -17,17 +17,17 @@ from pathlib import Path
 
 #: The version the lab's notes and captures were made with.
 PINNED_VERSION = "2.1.332"
-#: Where ``npm install --prefix <repo>/.lab-npm @anthropic-ai/claude-code@<pinned>`` puts it.
+#: Where ``npm install --prefix .lab-npm @anthropic-ai/claude-code@<pinned>`` (run in a
+#: checkout, as ``.ci/run`` does) puts it, relative to the working directory.
 NPM_BIN = Path(".lab-npm/node_modules/.bin/claude")
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def find_claude() -> str | None:
-    """The CLI to run: ``$PANEWATCH_CLAUDE_BIN``, then the repo's ``.lab-npm``, then ``PATH``."""
+    """The CLI to run: ``$PANEWATCH_CLAUDE_BIN``, then ``.lab-npm`` in the working directory, then ``PATH``."""
     explicit = os.environ.get("PANEWATCH_CLAUDE_BIN")
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    local = REPO_ROOT / NPM_BIN
+    local = Path.cwd() / NPM_BIN
     if local.exists() and os.access(local, os.X_OK):
         return str(local)
     return shutil.which("claude")

@@ -8,7 +8,7 @@ are placed with ``CSI n G`` and whose rows are stepped with ``CSI 1 B`` (no ``\\
 erased Ink-style (cursor up + ``ESC[J``) once answered, and an idle prompt. It blocks in
 ``readline()`` on its terminal for tasks and answers, like the real CLI waits on input.
 
-    python -m panewatch.lab.fake_agent --seed 7 --state-file /tmp/truth.jsonl --speed 4
+    python -m panewatch_lab.fake_agent --seed 7 --state-file /tmp/truth.jsonl --speed 4
 
 Self-contained on purpose (standard library only): it runs wherever a PTY does.
 """
@@ -278,7 +278,7 @@ def set_process_name(name: bytes = PROCESS_NAME) -> None:
         pass
 
 
-def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.fake_agent") -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch_lab.fake_agent") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--state-file", help="append the true state here, one JSON line per change")
@@ -294,7 +294,7 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch.l
     return args
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.fake_agent") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m panewatch_lab.fake_agent") -> int:
     args = parse_args(argv, prog)
     with open(args.wording, "rb") as fh:
         wording = tomllib.load(fh)

@@ -1,7 +1,7 @@
 """From a raw evaluation log to the numbers of the tables: truth, each detector's score, processes.
 
 Pure functions of the records (``eval_log``), so a committed log re-renders its tables
-(``python -m panewatch.lab.evaluate --analyze LOG``) and the tests feed synthetic ones.
+(``python -m panewatch_lab.evaluate --analyze LOG``) and the tests feed synthetic ones.
 
 Truth, per agent:
 

@@ -17,7 +17,6 @@ from typing import Any
 from .eval_bot import Bot, sleep_until, wait_for
 from .eval_log import JsonlTail, Recorder
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True)
@@ -70,11 +69,11 @@ class FakeDriver:
 
     def session_body(self) -> dict[str, Any]:
         o = self.opts
-        command = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", str(o.seed), "--speed", str(o.speed),
+        command = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(o.seed), "--speed", str(o.speed),
                    "--prompt-prob", str(o.prompt_prob), "--question-prob", str(o.question_prob),
                    "--state-file", str(self.state_file)]
         return {"agent": "fake", "command": command, "cwd": str(self.workdir), "rows": self.rows, "cols": self.cols,
-                "env": {"PYTHONPATH": PACKAGE_PARENT}, "name": f"evaluate-fake-{o.seed}"}
+                "name": f"evaluate-fake-{o.seed}"}
 
     async def _next(self, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(self.truth.queue.get(), timeout)

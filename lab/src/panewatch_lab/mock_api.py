@@ -5,7 +5,7 @@ spinners, dialogs) on cue, without a network or a key. Every request and reply i
 as a JSON line with monotonic and wall-clock times and the scenario step that answered:
 that log is the ground truth later evaluations compare the classifier against.
 
-    python -m panewatch.lab.mock_api --port 8765 --scenario basic --log /tmp/mock.jsonl
+    python -m panewatch_lab.mock_api --port 8765 --scenario basic --log /tmp/mock.jsonl
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch.lab import stream
-from panewatch.lab.scenario import Conversation, Scenario, choose, load_scenario, read_conversation
+from panewatch_lab import stream
+from panewatch_lab.scenario import Conversation, Scenario, choose, load_scenario, read_conversation
 
 #: Models ``GET /v1/models`` lists (the CLI's model picker may ask).
 MODELS = ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5"]
@@ -167,7 +167,7 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
     return app
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m panewatch.lab.mock_api") -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m panewatch_lab.mock_api") -> None:
     import uvicorn
 
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import BackendUnavailable
+from panewatch.backends import BackendUnavailable
 
 WORDS = ("the quick brown fox jumps over lazy dog agent tool call result running tests passed failed "
          "file edit read write").split()
@@ -134,7 +134,7 @@ def _bare_pyte() -> Callable[[bytes], None]:
 
 def _wrapper(backend: str) -> Callable[[], Callable[[bytes], None]]:
     def make() -> Callable[[bytes], None]:
-        from .backends import make_screen
+        from panewatch.backends import make_screen
 
         return make_screen(backend, ROWS, COLS, reply=lambda _: None).feed
 

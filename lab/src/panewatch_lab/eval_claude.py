@@ -12,7 +12,6 @@ them. The bot answers a dialog only once that watch sees it, 3–8 s later (far 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import socket
 import subprocess
@@ -26,7 +25,6 @@ from .eval_bot import Bot, sleep_until, wait_for
 from .eval_detectors import ScreenWatch
 from .eval_log import JsonlTail, Recorder
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 
 #: Scenario tasks (``lab/scenarios/basic.toml``), in the order the bot types them.
@@ -52,7 +50,7 @@ def cli_version(binary: str) -> str:
 
 
 class MockApi:
-    """``python -m panewatch.lab.mock_api`` on a free loopback port, logging to a file."""
+    """``python -m panewatch_lab.mock_api`` on a free loopback port, logging to a file."""
 
     def __init__(self, log: Path, scenario: str = "basic") -> None:
         self.log, self.scenario = log, scenario
@@ -67,9 +65,9 @@ class MockApi:
 
     def start(self, timeout: float = 20.0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panewatch.lab.mock_api", "--port", str(self.port), "--scenario", self.scenario,
+            [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(self.port), "--scenario", self.scenario,
              "--log", str(self.log)],
-            env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from panewatch.lab.scenario import Conversation, Pacing, Step, fill
+from panewatch_lab.scenario import Conversation, Pacing, Step, fill
 
 
 @dataclass(frozen=True)

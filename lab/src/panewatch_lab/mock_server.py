@@ -15,8 +15,8 @@ from typing import Any, Self
 
 import uvicorn
 
-from panewatch.lab.mock_api import RequestLog, build_app
-from panewatch.lab.scenario import Scenario
+from panewatch_lab.mock_api import RequestLog, build_app
+from panewatch_lab.scenario import Scenario
 
 
 class MockServer:
