@@ -159,10 +159,9 @@ async def run_turn(text: str, turn: Turn) -> str:
     return "end_turn"
 
 
-async def prompt(rid: Any, params: dict[str, Any]) -> None:
+async def prompt(rid: Any, params: dict[str, Any], turn: Turn) -> None:
     global CURRENT
     text = "".join(b.get("text", "") for b in params.get("prompt", []) if isinstance(b, dict))
-    turn = CURRENT = Turn()
     try:
         stop = await run_turn(text, turn)
     finally:
@@ -174,6 +173,7 @@ async def prompt(rid: Any, params: dict[str, Any]) -> None:
 
 
 async def main() -> None:
+    global CURRENT
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 24)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -201,7 +201,8 @@ async def main() -> None:
         elif method == "session/new":
             out({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": SESSION}})
         elif method == "session/prompt":
-            task = asyncio.ensure_future(prompt(rid, msg.get("params") or {}))
+            CURRENT = Turn()  # now, so that a cancel on the very next line finds it
+            task = asyncio.ensure_future(prompt(rid, msg.get("params") or {}, CURRENT))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         elif method == "session/cancel":

@@ -33,7 +33,7 @@ from . import protocol as p
 from .conversation import Conversation, PendingPermission
 from .files import FileAccess
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Fault, MalformedResponse, Peer, PeerGone, RpcError
-from .stdio import StdioChild
+from .stdio import StdioChild, StdioWriteRefused
 
 log = logging.getLogger("panewatch.acp")
 
@@ -145,7 +145,10 @@ class AcpClient:
 
     # -- plumbing ------------------------------------------------------------------------
     def _send(self, data: bytes) -> None:
-        self.child.write(data)
+        try:
+            self.child.write(data)
+        except StdioWriteRefused as exc:
+            raise PeerGone(str(exc)) from None
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -230,20 +233,25 @@ class AcpClient:
             raise Busy("a permission request is pending; answer it (or cancel the turn) first")
         if self._turn is not None:
             raise Busy("a turn is running; wait for it to end or cancel it")
+        # sent here, not in the task: a cancel right after must reach the agent after the prompt
+        try:
+            reply = self.peer.call("session/prompt", {"sessionId": self.session_id,
+                                                      "prompt": [{"type": "text", "text": text}]})
+        except PeerGone as exc:
+            raise Gone(f"the agent is not reading its input: {exc}") from None
         self.conversation.user(text)
         self.phase = "turn"
         self.turns += 1
         self.stop_reason = None
         self._set("working", "session/prompt")
         self.listener.on_change()
-        self._turn = self._spawn(self._run_turn(text))
+        self._turn = self._spawn(self._run_turn(reply))
 
-    async def _run_turn(self, text: str) -> None:
+    async def _run_turn(self, reply: asyncio.Future[Any]) -> None:
         me = asyncio.current_task()
         why: str
         try:
-            raw = await self.peer.request("session/prompt", {
-                "sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]})
+            raw = await reply
             stop = p.PromptResponse.model_validate(raw).stop_reason
             self.stop_reason = stop
             why = f"stopReason {stop}"
@@ -273,7 +281,10 @@ class AcpClient:
         turn = self._turn
         if turn is None:
             raise Busy("no turn is running; nothing to cancel")
-        self.peer.notify("session/cancel", {"sessionId": self.session_id})
+        try:
+            self.peer.notify("session/cancel", {"sessionId": self.session_id})
+        except PeerGone as exc:
+            raise Gone(f"the agent is not reading its input: {exc}") from None
         for perm in list(self.conversation.permissions):
             self._settle(perm.key, p.CANCELLED, "cancelled")
         self._set("working", "session/cancel sent; waiting for the agent to end the turn")

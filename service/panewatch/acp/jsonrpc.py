@@ -123,20 +123,24 @@ class Peer:
         self._send(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
         self.messages_out += 1
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send a request and wait for its result; raises ``RpcError`` (an error response),
-        ``MalformedResponse``, ``PeerGone`` or ``TimeoutError``."""
+    def call(self, method: str, params: Any = None) -> asyncio.Future[Any]:
+        """Send a request *now* (in order with notifications sent after it) and return the
+        future of its result; ``request`` awaits it."""
         rid = self._next_id
         self._next_id += 1
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         self._pending[rid] = (method, fut)
-        try:
-            self._write({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-            if timeout is None:
-                return await fut
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self._pending.pop(rid, None)
+        fut.add_done_callback(lambda _f: self._pending.pop(rid, None))
+        return fut
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        """Send a request and wait for its result; raises ``RpcError`` (an error response),
+        ``MalformedResponse``, ``PeerGone`` or ``TimeoutError``."""
+        fut = self.call(method, params)
+        if timeout is None:
+            return await fut
+        return await asyncio.wait_for(fut, timeout)
 
     def notify(self, method: str, params: Any = None) -> None:
         self._write({"jsonrpc": "2.0", "method": method, "params": params})
