@@ -62,7 +62,7 @@ async def test_claude_over_acp_permission_answer_second_prompt_cancel(mock: Mock
                        listener=rec, timeouts=Timeouts(initialize=60, new_session=60, cancel=20))
     try:
         ready = await rec.until("idle", 90)
-        assert ready.startswith("ready: Claude Agent 0.23.1"), ready
+        assert ready.startswith("session/new: ready, Claude Agent 0.23.1"), ready
 
         client.prompt("acp:bash")
         why = await rec.until("blocked", 60)

@@ -72,7 +72,7 @@ async def start(tmp_path):
 
 async def test_turn_permission_answer_and_idle(start, tmp_path):
     client, rec = await start()
-    assert rec.states[-1] == ("idle", "ready: Scripted agent 1.0")
+    assert rec.states[-1] == ("idle", "session/new: ready, Scripted agent 1.0")
     client.prompt("perm")
     assert rec.state == "working"
     why = await rec.until("blocked")
@@ -129,7 +129,7 @@ async def test_cancel_of_a_turn_the_agent_never_ends(start):
     client.prompt("slow")
     client.cancel()
     why = await rec.until("idle", timeout=6)
-    assert why.startswith("cancelled by the client: the agent did not end the turn within 2 s")
+    assert why.startswith("session/cancel: turn ended by the client: the agent did not end the turn within 2 s")
 
 
 async def test_permission_withdrawn_by_the_agent(start):
@@ -210,7 +210,7 @@ async def test_malformed_prompt_response_ends_the_turn_with_the_reason(start):
     client, rec = await start()
     client.prompt("badstop")
     why = await rec.until("idle")
-    assert why.startswith("malformed answer to session/prompt: stopReason")
+    assert why.startswith("session/prompt: malformed answer: stopReason")
     client.prompt("hello")  # the session goes on
     assert await rec.until("idle") == "stopReason end_turn"
 

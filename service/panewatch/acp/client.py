@@ -10,6 +10,9 @@ States come from the protocol and nothing else:
 - ``idle`` once the session is ready, and after a turn's ``stopReason`` (said in ``why``);
 - ``exited`` when the process ends, with its exit code and the tail of its stderr.
 
+Every ``why`` starts with the protocol message that decided it (``session/prompt``,
+``session/request_permission: …``, ``stopReason end_turn``), so events can name it.
+
 Whatever the agent gets wrong (lines that are not JSON, JSON that is not JSON-RPC, a request
 for something this client does not offer, a permission with nothing to choose) is answered
 per the protocol when it can be, noted in the conversation and kept as ``error``; an agent
@@ -122,7 +125,7 @@ class AcpClient:
         self.conversation = Conversation()
         self.files = FileAccess(self.cwd)
         self.phase = "starting"  # starting | ready | turn | exited
-        self.state, self.why = "working", "starting: initialize"
+        self.state, self.why = "working", "initialize: starting the agent"
         self.session_id: str | None = None
         self.agent_info: p.AgentInfo | None = None
         self.error: str | None = None  # the last fault or failure, for the session's info
@@ -221,7 +224,7 @@ class AcpClient:
         who = self.agent_info.title or self.agent_info.name if self.agent_info else "agent"
         version = f" {self.agent_info.version}" if self.agent_info and self.agent_info.version else ""
         self._note(f"connected to {who}{version}")
-        self._set("idle", f"ready: {who}{version}")
+        self._set("idle", f"session/new: ready, {who}{version}")
 
     # -- turns ---------------------------------------------------------------------------
     def prompt(self, text: str) -> None:
@@ -261,7 +264,7 @@ class AcpClient:
             why = f"session/prompt failed: {exc.message} ({exc.code})"
             self.error = why
         except (MalformedResponse, ValidationError) as exc:
-            why = f"malformed answer to session/prompt: {_short(exc)}"
+            why = f"session/prompt: malformed answer: {_short(exc)}"
             self.error = why
         if self._turn is not me or self.phase == "exited":
             return  # the client already ended this turn (cancel timeout) or the agent is gone
@@ -287,14 +290,14 @@ class AcpClient:
             raise Gone(f"the agent is not reading its input: {exc}") from None
         for perm in list(self.conversation.permissions):
             self._settle(perm.key, p.CANCELLED, "cancelled")
-        self._set("working", "session/cancel sent; waiting for the agent to end the turn")
+        self._set("working", "session/cancel: sent; waiting for the agent to end the turn")
         self.listener.on_change()
 
         async def deadline() -> None:
             await asyncio.sleep(self.timeouts.cancel)
             if self._turn is turn and self.phase == "turn":
                 self.error = f"the agent did not end the turn within {self.timeouts.cancel:g} s of session/cancel"
-                self._end_turn(f"cancelled by the client: {self.error}")
+                self._end_turn(f"session/cancel: turn ended by the client: {self.error}")
 
         self._spawn(deadline())
 
@@ -362,7 +365,7 @@ class AcpClient:
             raise NotOffered(f"option {option_id!r} was not offered (offered: {offered})")
         self._settle(perm.key, p.selected(option_id), f"answered {option['name']} [{option_id}]")
         if not self.conversation.permissions and self.phase != "exited":
-            self._set("working", f"permission answered: {option['name']}")
+            self._set("working", f"session/request_permission: answered {option['name']} [{option_id}]")
         self.listener.on_change()
         return perm, option
 
@@ -434,7 +437,7 @@ class AcpClient:
                 if known == rid:
                     self._settle(key, p.CANCELLED, "withdrawn by the agent")
                     if not self.conversation.permissions and self.phase == "turn":
-                        self._set("working", "the agent withdrew its permission request")
+                        self._set("working", "$/cancel_request: the agent withdrew its permission request")
                     self.listener.on_change()
         else:
             log.debug("ignored ACP notification %s", method)
