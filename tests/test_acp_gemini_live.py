@@ -18,8 +18,8 @@ from test_acp_client import Recorder
 agent_labs = pytest.importorskip("panewatch_lab.agent_labs", reason="the lab's Gemini mock (agents branch) is absent")
 LAB = agent_labs.get_lab("gemini")
 GEMINI = LAB.find()
-pytestmark = pytest.mark.skipif(GEMINI is None, reason=f"Gemini CLI is not installed (npm install --prefix .lab-npm "
-                                f"{LAB.package}@{LAB.pinned})")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(GEMINI is None, reason=f"Gemini CLI is not installed (npm install --prefix .lab-npm "
+                                f"{LAB.package}@{LAB.pinned})")]
 
 
 async def test_gemini_over_acp_permission_and_cancel(tmp_path: Path) -> None:

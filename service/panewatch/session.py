@@ -32,6 +32,7 @@ class SessionSpec:
     cols: int = 120
     hooks: bool = True
     name: str | None = None
+    kind: str = "pty"  # the host: "pty" (a terminal), "acp" (an Agent Client Protocol agent)
 
 
 def expand_command(command: Sequence[str]) -> list[str]:
@@ -76,8 +77,9 @@ class Session:
         fg = pane.fg.program
         return {
             "id": self.id,
+            "kind": self.spec.kind,
             "name": self.name,
-            "agent": pane.manifest_agent or pane.agent,
+            "agent": pane.manifest_agent or pane.agent or (self.spec.agent if self.spec.kind == "acp" else None),
             "launched_agent": pane.agent,
             "command": self.argv,
             "cwd": self.cwd,

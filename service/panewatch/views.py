@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import acp_sessions
 from .manifest import ManifestStore
 from .prompts import read_prompt
 from .session import Session
@@ -16,6 +17,8 @@ def prompt_view(session: Session, store: ManifestStore, lines: list[str]) -> dic
     decision = pane.decision
     if decision.state != State.blocked:
         return None
+    if session.spec.kind == "acp":
+        return acp_sessions.prompt(session)
     rule = decision.rule if decision.source == Source.screen else pane.verdict.rule
     manifest = pane.manifest(store)
     screen = pane.screen
