@@ -118,6 +118,17 @@ async def test_bad_requests_are_4xx_with_a_reason(tmp_path: Path) -> None:
         assert r.status_code == 422
         r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": "allow", "confirm": True})
         assert r.status_code == 409 and "no permission request is pending" in r.json()["detail"]
+        # a fault of the agent is the session's error, and the session goes on
+        await live.http.post(f"/api/sessions/{sid}/send", json={"text": "nooptions"})
+        info = await live.wait_state(sid, "idle")
+        for _ in range(100):
+            info = (await live.http.get(f"/api/sessions/{sid}")).json()
+            if info["why"] == "stopReason end_turn":
+                break
+            await asyncio.sleep(0.05)
+        assert "a permission request with no options" in info["error"]
+        conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
+        assert "scripted-agent: turn 'nooptions'" in conv["stderr_tail"]
 
 
 async def test_an_agent_that_never_initializes_exits_with_the_reason(tmp_path: Path) -> None:

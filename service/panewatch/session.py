@@ -89,7 +89,7 @@ class Session:
             "foreground": fg.name if fg else None,
             "foreground_pid": pane.fg.pgid,
             "exit_code": pane.exit_code,
-            "error": self.error,
+            "error": self.error or getattr(self.handle, "error", None),  # ACP: the agent's last fault
             "rows": pane.screen.rows,
             "cols": pane.screen.cols,
             "title": pane.screen.title,

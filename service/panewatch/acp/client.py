@@ -512,6 +512,7 @@ class AcpClient:
             "error": self.error,
             "faults": dict(self.faults),
             "stdout_noise": list(self.noise)[-5:],
+            "stderr_tail": self.child.stderr_text(2000),
         }
 
 

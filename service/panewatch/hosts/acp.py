@@ -80,6 +80,11 @@ class AcpHandle:
         return {**self.client.conversation.as_dict(), **self.client.info(),
                 "state": self.client.state, "why": self.client.why}
 
+    @property
+    def error(self) -> str | None:
+        """The agent's last protocol fault or failure (shown as the session's ``error``)."""
+        return self.client.error
+
     # -- PaneHandle -----------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
