@@ -230,3 +230,17 @@ async def test_stats_count_what_happened(rig):
     assert stats["bytes_emulated"] == len(PROMPT) and stats["sweeps"] >= 4 and stats["screen_errors"] == 0
     await rig.engine.delete(sid)
     assert rig.engine.stats()["bytes_read"] == len(PROMPT)  # counters never go down
+
+
+async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig):
+    rig.host.detached["memory:7"] = PROMPT
+    info = await rig.engine.adopt("memory", "memory:7", SessionSpec(agent="claude", rows=12, cols=60),
+                                  sid="0a0b0c0d", argv=["claude"], report_token="kept-token")
+    assert info is not None and info["id"] == "0a0b0c0d" and info["host"] == "memory"
+    await rig.settle()
+    assert rig.engine.get("0a0b0c0d")["state"] == "blocked"
+    assert rig.engine.report_token("0a0b0c0d") == "kept-token"
+    gone = await rig.engine.adopt("memory", "memory:8", SessionSpec(agent="claude"), sid="0e0f0a0b", argv=["claude"])
+    assert gone is None and "0e0f0a0b" not in rig.engine
+    with pytest.raises(InvalidRequest, match="unknown host"):
+        rig.engine.create(SessionSpec(command=["agent"], host="tmux"))

@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from .notify import Notifier
 from .pane import Pane
 from .procinfo import Program, program_name
 from .panes import Panes
-from .scheduler import Mode, Scheduler, Timing
+from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
 from .states import Decision, Source, State
@@ -61,8 +61,8 @@ def _check_size(rows: int, cols: int) -> None:
 class Engine:
     """All sessions of one service, behind a narrow surface."""
 
-    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None, acp_host: PaneHost | None = None,
-                 sweep_ms: int = 700,
+    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None,
+                 hosts: Mapping[str, PaneHost] | None = None, sweep_ms: int = 700,
                  mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
@@ -70,15 +70,18 @@ class Engine:
                  wall: Callable[[], float] = time.time,
                  programs: Callable[[int], Program | None] = program_name) -> None:
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
-        if host is None:
-            from .hosts.pty import PtyHost
-            host = PtyHost()
-        if acp_host is None:
+        if hosts is None:
+            if host is None:
+                from .hosts.pty import PtyHost
+                host = PtyHost()
+            hosts = {host.kind: host}
+        #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
+        self.hosts: dict[str, PaneHost] = dict(hosts)
+        if acp_sessions.KIND not in self.hosts:  # agents speaking ACP are always welcome: no setup
             from .hosts.acp import AcpHost
-            acp_host = AcpHost()
-        self.store, self.host, self.backend, self.wall, self.programs = store, host, backend, wall, programs
-        #: the host of each session kind ("pty": terminals; "acp": Agent Client Protocol agents)
-        self.hosts: dict[str, PaneHost] = {"pty": host, "acp": acp_host}
+            self.hosts[acp_sessions.KIND] = AcpHost()
+        self.host = host if host is not None else next(iter(self.hosts.values()))
+        self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
@@ -104,8 +107,8 @@ class Engine:
         loop = asyncio.get_running_loop()
         clock = self._clock or LoopClock(loop)
         self._panes = Panes(self, clock)
-        for h in self.hosts.values():
-            await h.start()
+        for each in self.hosts.values():
+            await each.start()
         self._panes.scheduler.start()
         self._tasks.append(loop.create_task(self._reload_manifests()))
 
@@ -116,8 +119,8 @@ class Engine:
         self._tasks.clear()
         if self._panes is not None:
             await self._panes.close_all()
-        for h in self.hosts.values():
-            await h.stop()
+        for each in self.hosts.values():
+            await each.stop()
         await self.notifier.aclose()
 
     async def _reload_manifests(self) -> None:
@@ -135,9 +138,7 @@ class Engine:
     def create(self, spec: SessionSpec) -> dict[str, Any]:
         """Launch a session; its info. A command that cannot start still gives a session,
         ``exited`` with the error, so the caller can read what went wrong."""
-        if spec.kind not in self.hosts:
-            raise InvalidRequest(f"unknown session kind {spec.kind!r} (known: {', '.join(self.hosts)})")
-        acp = spec.kind == acp_sessions.KIND
+        acp = spec.host == acp_sessions.KIND
         manifest = self.store.get(spec.agent) if spec.agent and not acp else None
         if spec.agent and manifest is None and not acp:
             raise InvalidRequest(f"unknown agent {spec.agent!r} (known: {', '.join(self.store.agents())})")
@@ -152,6 +153,7 @@ class Engine:
         if spec.cwd and not os.path.isdir(spec.cwd):
             raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
         _check_size(spec.rows, spec.cols)
+        host = self._host(spec.host)
         panes = self.panes
         sid = secrets.token_hex(4)
         while sid in panes.sessions:
@@ -164,14 +166,14 @@ class Engine:
         if acp:  # its state comes from the protocol only, from the start
             pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
                                     program=os.path.basename(argv[0])))
-        session = Session(sid, spec, argv, pane, chosen)
+        session = Session(sid, spec, argv, pane, chosen, host.kind)
         env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
                                      "PANEWATCH_REPORT_TOKEN": session.report_token,
                                      "PANEWATCH_URL": self.service_url})
         launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
-            session.handle = self.hosts[spec.kind].spawn(launch, panes.sink(session))
+            session.handle = host.spawn(launch, panes.sink(session))
         except SpawnError as exc:
             panes.failed(session, str(exc))
             return session.info()
@@ -179,6 +181,42 @@ class Engine:
         self._record(session)
         log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
                  extra={"session": sid})
+        panes.sample_foreground(session)
+        self.hub.publish(Created(session.info()))
+        panes.apply(session, pane.decision, force=True)
+        return session.info()
+
+    def _host(self, kind: str | None) -> PaneHost:
+        if kind is None:
+            return self.host
+        found = self.hosts.get(kind)
+        if found is None:
+            raise InvalidRequest(f"unknown host {kind!r} (configured: {', '.join(self.hosts)})")
+        return found
+
+    async def adopt(self, kind: str, ref: str, spec: SessionSpec, *, sid: str, argv: list[str],
+                    report_token: str | None = None) -> dict[str, Any] | None:
+        """Take over a pane a previous server started on a host whose panes survive restarts
+        (tmux), under its old id; its info, or None when the pane is gone."""
+        host = self._host(kind)
+        panes = self.panes
+        if sid in panes.sessions:
+            raise InvalidRequest(f"session {sid!r} exists already")
+        chosen = integration(manifest.manifest.hooks) if (manifest := self.store.get(spec.agent or "")) else None
+        pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
+                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+        session = Session(sid, spec, list(argv), pane, chosen, host.kind)
+        if report_token:
+            session.report_token = report_token
+        panes.add(session)
+        handle = await host.adopt(ref, sid, panes.sink(session))
+        if handle is None:
+            await panes.remove(session)
+            return None
+        session.handle = handle
+        pane.own_pid = handle.pid
+        self._record(session)
+        log.info("adopted %s from %s (%s)", argv[0] if argv else "?", kind, ref, extra={"session": sid})
         panes.sample_foreground(session)
         self.hub.publish(Created(session.info()))
         panes.apply(session, pane.decision, force=True)
@@ -273,7 +311,7 @@ class Engine:
     async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
         """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
         session = self._session(sid)
-        if session.spec.kind == acp_sessions.KIND:
+        if session.host == acp_sessions.KIND:
             return acp_sessions.send(session, text)  # session/prompt; Enter means nothing there
         decision = self.panes.classify(session)
         if decision.state == State.blocked:
@@ -298,7 +336,7 @@ class Engine:
         if (option is None) == (keys is None):
             raise InvalidRequest("give exactly one of option or keys")
         session = self._session(sid)
-        if session.spec.kind == acp_sessions.KIND:
+        if session.host == acp_sessions.KIND:
             if option is None:
                 raise InvalidRequest("an ACP permission is answered with an option (its id or number), not keys")
             option_id, after = acp_sessions.answer(session, option, request)
@@ -339,7 +377,7 @@ class Engine:
     def cancel(self, sid: str) -> dict[str, Any]:
         """Interrupt an ACP session's turn (``session/cancel``); 409 when no turn runs."""
         session = self._session(sid)
-        if session.spec.kind != acp_sessions.KIND:
+        if session.host != acp_sessions.KIND:
             raise InvalidRequest("cancel is for ACP sessions; a terminal takes keys (Esc, Ctrl-C) via answer/send")
         decision = acp_sessions.cancel(session)
         return {"cancelled": True, **decision.as_dict()}
@@ -347,14 +385,14 @@ class Engine:
     def conversation(self, sid: str) -> dict[str, Any]:
         """An ACP session's conversation (messages, tool calls, plan, pending permission)."""
         session = self._session(sid)
-        if session.spec.kind != acp_sessions.KIND:
+        if session.host != acp_sessions.KIND:
             raise InvalidRequest("only ACP sessions have a conversation; read the screen instead")
         return acp_sessions.conversation(session)
 
     def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[dict[str, Any]]:
         """The conversation, then again on every change (latest only, at most per ``interval``)."""
         session = self._session(sid)
-        if session.spec.kind != acp_sessions.KIND:
+        if session.host != acp_sessions.KIND:
             raise InvalidRequest("only ACP sessions have a conversation")
         return acp_sessions.conversations(self.panes, session, interval=interval)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +123,7 @@ class Panes:
     def status(self, session: Session, state: str, detail: str) -> None:
         """An exact state from the host (ACP): the pane's decision from now on. ``detail``
         starts with the protocol message that decided it, which names the event."""
-        source = Source.acp if session.spec.kind == "acp" else Source.host
+        source = Source.acp if session.host == "acp" else Source.host
         event = detail.split(":", 1)[0].split(" ", 1)[0] if detail else "status"
         decision = Decision(State(state), source, detail or f"the host reported {state}", event=event)
         session.pane.set_exact(decision)
@@ -133,10 +134,8 @@ class Panes:
         session = self.sessions.get(sid)
         if session is not None and session.handle is not None and session.handle.alive \
                 and not session.handle.answers_queries:
-            try:
+            with suppress(HostError):  # an agent that does not read its input does not read the answer
                 session.handle.write(data)
-            except HostError:
-                pass  # an agent that does not read its input does not read the answer either
 
     # -- Flow (the scheduler's calls) ------------------------------------------------------
     def fed(self, key: str) -> None:

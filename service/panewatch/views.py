@@ -17,7 +17,7 @@ def prompt_view(session: Session, store: ManifestStore, lines: list[str]) -> dic
     decision = pane.decision
     if decision.state != State.blocked:
         return None
-    if session.spec.kind == "acp":
+    if session.host == "acp":
         return acp_sessions.prompt(session)
     rule = decision.rule if decision.source == Source.screen else pane.verdict.rule
     manifest = pane.manifest(store)

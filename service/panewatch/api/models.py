@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["pty", "acp"] = Field("pty", description="pty: a terminal agent read from its screen; "
-                                        "acp: an agent speaking the Agent Client Protocol on stdio")
-    agent: str | None = Field(None, description="manifest name (pty) or ACP agent name (acp); gives the launch "
+    kind: Literal["terminal", "acp"] = Field("terminal", description="terminal: an agent read from its screen; "
+                                             "acp: an agent speaking the Agent Client Protocol on stdio")
+    agent: str | None = Field(None, description="manifest name (terminal) or ACP agent name (acp); gives the launch "
                               "command when `command` is absent")
     command: list[str] | None = Field(None, min_length=1, description="argv; wins over the agent's command")
     cwd: str | None = None
@@ -21,9 +21,12 @@ class NewSession(BaseModel):
     cols: int = Field(120, ge=10, le=1000)
     hooks: bool = Field(True, description="add the agent's reporting hooks (Claude Code: --settings)")
     name: str | None = Field(None, max_length=80)
+    host: str | None = Field(None, max_length=40, description="pane host (`pty` unless another is configured)")
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:
+        if self.kind == "acp" and self.host not in (None, "acp"):
+            raise ValueError("an ACP session runs on the acp host; leave host out")
         if not self.agent and not self.command:
             raise ValueError("give an agent, a command, or both")
         return self

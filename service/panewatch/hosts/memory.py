@@ -139,6 +139,8 @@ class MemoryHost:
 
     def __init__(self) -> None:
         self.handles: dict[str, MemoryHandle] = {}
+        #: panes "left running by a previous server": ref -> the screen they show (for adopt)
+        self.detached: dict[str, bytes] = {}
         self.started = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -160,7 +162,14 @@ class MemoryHost:
         return handle
 
     async def adopt(self, ref: str, session: str, sink: PaneSink) -> PaneHandle | None:
-        return None
+        """A pane put in ``detached`` is adopted: its screen first, then whatever the test emits."""
+        screen = self.detached.pop(ref, None)
+        if screen is None:
+            return None
+        handle = MemoryHandle(LaunchSpec(session, ("agent",), "/", {}, 24, 80), sink, self._loop)
+        self.handles[session] = handle
+        handle._later(lambda: handle.emit(screen))
+        return handle
 
 
 def _cat(handle: MemoryHandle, args: list[str]) -> None:
@@ -171,7 +180,12 @@ def _exit(handle: MemoryHandle, args: list[str]) -> None:
     code = int(args[0]) if args else 0
     text = " ".join(args[1:])
     handle.reads_input = False
-    handle._later(lambda: (handle.emit(text), handle.exit(code)))
+
+    def run() -> None:
+        handle.emit(text)
+        handle.exit(code)
+
+    handle._later(run)
 
 
 def _size(handle: MemoryHandle, args: list[str]) -> None:
