@@ -7,7 +7,7 @@ no equivalent of.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, WebSocket
 
@@ -17,18 +17,18 @@ from .deps import engine_of, require_token, ws_admit
 from .routes_ws import run_until_closed
 
 router = APIRouter()
-E = Depends(engine_of)
+E = Annotated[Engine, Depends(engine_of)]
 
 
 @router.post("/api/sessions/{sid}/cancel", tags=["writes"], dependencies=[Depends(require_token)],
              responses={409: {"description": "no turn is running"}, 422: {"description": "not an ACP session"}})
-async def cancel(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def cancel(sid: str, engine: E) -> dict[str, Any]:
     """Cancel the running turn of an ACP session (``session/cancel``)."""
     return engine.cancel(sid)
 
 
 @router.get("/api/sessions/{sid}/conversation", tags=["screens"], dependencies=[Depends(require_token)])
-async def conversation(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def conversation(sid: str, engine: E) -> dict[str, Any]:
     """An ACP session's messages, tool calls, plan and pending permission."""
     return engine.conversation(sid)
 
