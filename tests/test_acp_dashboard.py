@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Server
+from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Server, free_port
+from live import wait_listening
+from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
 
 if not Path(CHROMIUM).is_file():
     pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
@@ -122,3 +125,39 @@ def test_cancel_turn_from_the_card(page, server: Server, tmp_path: Path) -> None
     expect(card.locator(".badge-state")).to_have_text("idle")
     expect(card.locator(".acp-note").last).to_have_text("stopReason cancelled")
     expect(card.locator(".acp-cancel")).to_be_hidden()
+
+
+@pytest.mark.slow
+def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
+    """The same, with the real Claude ACP adapter on the lab's mock API."""
+    adapter = find_adapter()
+    if adapter is None:
+        pytest.skip(f"the ACP adapter is not installed (npm install --prefix .lab-npm {PACKAGE}@{PINNED_VERSION})")
+    port, log = free_port(), tmp_path / "mock.jsonl"
+    mock = subprocess.Popen([sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp",
+                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_listening(port, mock, "mock API")
+        project = tmp_path / "project"
+        project.mkdir()
+        env = adapter_env(tmp_path / "home", f"http://127.0.0.1:{port}", "sk-ant-api03-lab-0123456789abcdefghijklmn")
+        sid = server.create([adapter], name="claude-acp", agent="claude", kind="acp", cwd=str(project), env=env)["id"]
+        card = page.locator(f'#cards > .card[data-id="{sid}"]')
+        expect(card.locator(".badge-state")).to_have_text("idle", timeout=90_000)
+        card.locator(".send-text").fill("acp:bash")
+        card.locator(".send-button").click()
+        expect(card.locator(".badge-state")).to_have_text("blocked", timeout=60_000)
+        buttons = card.locator(".acp-permission .options button")
+        expect(buttons).to_have_text(["Always Allow", "Allow", "Reject"])
+        expect(card.locator(".acp-perm-title")).to_contain_text("echo panewatch-acp-$((6*7))")
+        buttons.filter(has_text=re.compile(r"^Allow$")).click()
+        card.locator(".acp .confirm").get_by_role("button", name="Confirm").click()
+        expect(card.locator(".badge-state")).to_have_text("idle", timeout=60_000)
+        expect(card.locator(".acp-tool").last).to_have_attribute("data-status", "completed")
+        expect(card.locator(".acp-agent").last).to_have_text("Agent: The command printed the answer.")
+        expect(card.locator(".acp-tool-text").last).to_have_text("panewatch-acp-42")  # its output, unfenced
+        assert (project / "acp-ran.txt").read_text().strip() == "panewatch-acp-42"
+        page.screenshot(path=str(ARTIFACTS / "dashboard-acp-claude.png"), full_page=True)
+    finally:
+        mock.terminate()
+        mock.wait(10)

@@ -9,6 +9,7 @@ for ``/screen``, the terminal view and anything else that only shows a screen.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,15 @@ MAX_ENTRIES = 400
 #: Most characters of one message kept (the rest is cut, with a mark).
 MAX_TEXT = 32 * 1024
 MAX_TOOL_TEXT = 2000
+
+_FENCE = re.compile(r"\A```[\w-]*\n(.*?)\n?```\s*\Z", re.S)
+
+
+def _unfenced(text: str) -> str:
+    """A tool's output without the Markdown code fence agents wrap it in (shown as text)."""
+    m = _FENCE.match(text)
+    return m.group(1) if m else text
+
 
 STATUS_MARK = {"pending": "…", "in_progress": "▶", "completed": "✓", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]"}
@@ -148,7 +158,7 @@ class Conversation:
             entry.status = update["status"][:64]
         content = update.get("content")
         if isinstance(content, list):
-            texts = [t for t in (text_of(c) for c in content) if t]
+            texts = [_unfenced(t) for t in (text_of(c) for c in content) if t]
             if texts:
                 entry.text = "\n".join(texts)[:MAX_TOOL_TEXT]
         self.seq += 1
