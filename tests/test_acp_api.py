@@ -26,6 +26,8 @@ async def test_prompt_permission_answer_cancel_over_http_and_ws_state(tmp_path: 
             sid = await start(live, tmp_path)
             info = (await live.http.get(f"/api/sessions/{sid}")).json()
             assert info["source"] == "acp" and info["rule"] == "session/new"
+            explain = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
+            assert explain["rules"] == [] and explain["decision"]["event"] == "session/new"
 
             r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "perm"})
             assert r.status_code == 200, r.text
