@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from panewatch_lab.loopback import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 #: The lab's manifests (its ``fake`` agent), when the lab is installed: not bundled with the runtime.
@@ -33,12 +34,6 @@ CHROMIUM_ARGS = [
 ]
 
 RULE = "─" * 40
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from panewatch_lab.claude_env import claude_argv, find_claude, prepare_home
+from panewatch_lab.loopback import free_port
 from panewatch_lab.pty_session import PtySession
 
 from live import wait_listening
@@ -27,12 +27,6 @@ API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 IDLE = "? for shortcuts"
 #: Keys sent within ~150 ms of a dialog's first bytes are dropped by 2.1.332 (notes/lab.md).
 DIALOG_SETTLE = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

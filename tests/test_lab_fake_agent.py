@@ -212,7 +212,8 @@ def test_spinner_is_redrawn_in_place_at_ten_hertz(start: Any) -> None:
     agent.s.send("go\r")
     agent.wait_state("working")
     time.sleep(think * 0.8)
-    frames = [f for f in agent.s.output(mark).split(b"\r") if b"esc to interrupt" in f]
+    # spinner rows only: the footer under the input box says "esc to interrupt" too
+    frames = [f for f in agent.s.output(mark).split(b"\r") if b"tokens \xc2\xb7 esc to interrupt" in f]
     assert b"\n" not in b"".join(frames)
     rate = len(frames) / (think * 0.8)
     assert 6 <= rate <= 13, rate

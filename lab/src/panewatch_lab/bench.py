@@ -8,10 +8,10 @@ that the benchmark runs and prints every figure.
 The server under test is always a separate process, so its CPU time is read from
 ``/proc/<pid>/stat`` without counting the agents or this client:
 
-1. latency — ``python -m panewatch serve`` in sweep mode, then in change mode; scripted
-   agents (``bench_agent``) note the wall time at which they finished drawing each screen,
+1. latency — ``python -m panewatch serve`` in sweep mode, then in change mode; the lab's fake
+   agents (``fake_agent --auto``) note the wall time at which they finished drawing each screen,
    and a WebSocket client on ``/ws/state`` notes when the matching state event arrives;
-2. scale — N spinner agents (10 Hz, ~55 B frames); server CPU, RSS per session, sweep
+2. scale — N fake agents that only spin (10 Hz, ~70 B frames); server CPU, RSS per session, sweep
    duration and event-loop lag (``bench_probe``: the same app plus a probe route);
 3. flood — ``yes`` in one pane while M agents change state: their delay with and without
    the flood, ``GET /api/sessions`` latency, bytes emulated per second;
@@ -28,7 +28,6 @@ import math
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the clients are imported when a scenario runs: `panewatch --help` stays quick
     import httpx
 
-from . import backends
+from panewatch import backends
 from .bench_streams import run_throughput
+from .loopback import free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FLOOD_LINE = "flood " + "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 2
@@ -82,12 +82,6 @@ def proc_rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- the server under test ---------------------------------------------------------------------
@@ -190,20 +184,27 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
 def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     port, token = free_port(), secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    argv = [sys.executable, "-m", "panewatch.bench_probe", "--port", str(port), f"--token={token}",
+    argv = [sys.executable, "-m", "panewatch_lab.bench_probe", "--port", str(port), f"--token={token}",
             "--mode", mode, "--sweep-ms", str(sweep_ms), "--settle-ms", str(settle_ms),
             "--cap-ms", str(cap_ms), "--backend", backend]
     return Server(argv, env, port, token)
 
 
+#: The lab's fake agent on its own: at this speed a turn's thinking and silent tool runs last
+#: ~0.3-1 s between screens, and every tool call that can ask does (prompts are what is measured).
+AGENT_SPEED, AGENT_PROMPT_PROB = 5.0, 1.0
+
+
 def agent_command(state_file: Path | None, seed: int, *, spin_only: bool = False,
-                  hold: tuple[float, float] = (0.8, 1.6), work: tuple[float, float] = (0.5, 1.5)) -> list[str]:
-    cmd = [sys.executable, "-m", "panewatch.bench_agent", "--seed", str(seed), "--hz", "10"]
+                  hold: tuple[float, float] = (0.8, 1.6)) -> list[str]:
+    """The fake agent (Claude's screens, 10 Hz spinner) typing its own tasks and answering its
+    own prompts after ``hold`` seconds, noting in ``state_file`` when each screen was drawn."""
+    cmd = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--auto",
+           "--hold", str(hold[0]), str(hold[1]), "--speed", str(AGENT_SPEED),
+           "--prompt-prob", str(AGENT_PROMPT_PROB), "--question-prob", "0"]
     if state_file is not None:
         cmd += ["--state-file", str(state_file)]
-    if spin_only:
-        return cmd + ["--spin-only"]
-    return cmd + ["--work", str(work[0]), str(work[1]), "--hold", str(hold[0]), str(hold[1])]
+    return cmd + ["--spin-only"] if spin_only else cmd
 
 
 # -- state events and the agents' truth --------------------------------------------------------
@@ -242,12 +243,15 @@ class EventLog:
 
 
 def read_truth(path: Path) -> list[tuple[float, str]]:
-    out = []
+    """The agent's state changes (wall time the screen was drawn, state); a record repeating
+    the state it was already in (a new task while working) is no change to detect."""
+    out: list[tuple[float, str]] = []
     if path.exists():
         for line in path.read_text().splitlines():
             with contextlib.suppress(ValueError, KeyError):
                 record = json.loads(line)
-                out.append((float(record["at"]), str(record["state"])))
+                if not out or out[-1][1] != record["state"]:
+                    out.append((float(record["wall"]), str(record["state"])))
     return out
 
 
@@ -503,6 +507,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--feed-kb", type=int, default=1000, dest="feed_kb", help="throughput: KB per synthetic stream")
     p.add_argument("--min-seconds", type=float, default=1.0, dest="min_seconds",
                    help="throughput: least time per engine and stream")
+    p.add_argument("--captures", type=Path, nargs="+", default=[Path("fixtures"), Path("notes/raw")], metavar="DIR",
+                   help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
+                        "the working directory; missing ones are skipped)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     return p
 
@@ -533,8 +540,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
             out["flood"] = [await scenario_flood(opts, tmp, b) for b in scale_backends]
             print_flood(out["flood"], opts)
     if "throughput" in opts.only:
-        root = Path(__file__).resolve().parents[2]
-        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, [root / "fixtures", root / "notes" / "raw"])
+        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures)
         out["throughput"] = [r.__dict__ for r in rows]
         print_throughput(rows, opts)
     if opts.json:

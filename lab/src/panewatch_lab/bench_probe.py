@@ -7,7 +7,7 @@ ops), so the benchmark runs this module instead of ``serve``: the same app from
 ``create_app`` on the same uvicorn settings, in a process of its own so that its CPU
 time can be read from ``/proc/<pid>/stat`` without counting the benchmark's clients.
 
-    python -m panewatch.bench_probe --port 8800 --token T --mode change --backend ghostty
+    python -m panewatch_lab.bench_probe --port 8800 --token T --mode change --backend ghostty
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 import uvicorn
 
-from .api import create_app
-from .config import Settings
-from .engine import Engine
-from .events import Event, Output
+from panewatch.api import create_app
+from panewatch.config import Settings
+from panewatch.engine import Engine
+from panewatch.events import Event, Output
 
 LAG_PERIOD_S = 0.010
 
@@ -99,7 +99,7 @@ async def run(settings: Settings) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m panewatch.bench_probe")
+    p = argparse.ArgumentParser(prog="python -m panewatch_lab.bench_probe")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--token", required=True)
     p.add_argument("--mode", choices=["sweep", "change"], default="sweep")

@@ -1,6 +1,6 @@
 """Capture plans: which screens of the real CLI to capture, how to reach them, how to check them.
 
-A plan is data (``lab/captures/*.toml``) so that a new CLI version or a new hard case needs a
+A plan is data (``panewatch_lab/captures/*.toml``) so that a new CLI version or a new hard case needs a
 new entry, not new code. Each capture says how to drive the CLI (``steps``) and what must be
 true at the moment of capture, checked on two independent witnesses — the emulated screen
 (``screen`` / ``not_screen`` regexes) and the mock API's log (``mock``) — never with the
@@ -142,7 +142,7 @@ class CapturePlan(BaseModel):
 
 
 def load_plan(ref: str | Path | None = None) -> CapturePlan:
-    """A plan from a path, or by bare name from ``lab/captures/`` (default ``claude``)."""
+    """A plan from a path, or by bare name from ``panewatch_lab/captures/`` (default ``claude``)."""
     path = Path(ref or "claude")
     if not path.exists():
         path = PLAN_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")

@@ -52,11 +52,12 @@ def capture_parser() -> argparse.ArgumentParser:
                     "says is refused (not written); the exit code is then 1.")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES), metavar="RxC,...",
                    help=f"terminal sizes (default {DEFAULT_SIZES})")
-    p.add_argument("--out", metavar="DIR", help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)")
+    p.add_argument("--out", metavar="DIR",
+                   help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)")
     p.add_argument("--only", nargs="+", metavar="KIND",
                    help="capture only these kinds (`bash` or `blocked-bash`); other entries of an existing "
                         "truth.toml are kept")
-    p.add_argument("--plan", default="claude", help="capture plan: a TOML path or a name in lab/captures/")
+    p.add_argument("--plan", default="claude", help="capture plan: a TOML path or a name in panewatch_lab/captures/")
     p.add_argument("--claude", metavar="BIN", help="the CLI (default: $PANEWATCH_CLAUDE_BIN, .lab-npm, PATH)")
     p.add_argument("--jobs", type=int, default=4, help="captures run at once (default 4)")
     p.add_argument("--attempts", type=int, default=2, help="tries per capture before it is refused (default 2)")

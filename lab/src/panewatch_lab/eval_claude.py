@@ -24,6 +24,7 @@ from .claude_env import claude_argv, prepare_home
 from .eval_bot import Bot, sleep_until, wait_for
 from .eval_detectors import ScreenWatch
 from .eval_log import JsonlTail, Recorder
+from .loopback import free_port
 
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -54,9 +55,7 @@ class MockApi:
 
     def __init__(self, log: Path, scenario: str = "basic") -> None:
         self.log, self.scenario = log, scenario
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

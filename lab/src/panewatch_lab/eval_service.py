@@ -16,14 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import socket
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-import uvicorn
 import websockets
 
 from panewatch.api import create_app
@@ -33,6 +30,7 @@ from panewatch.events import Event, Output, Reported
 
 from . import MANIFEST_DIR
 from .eval_log import Recorder
+from .loopback import Loopback
 
 
 class ServiceHarness:
@@ -41,17 +39,13 @@ class ServiceHarness:
     def __init__(self, recorder: Recorder, tap: Callable[[bytes], None], *, sweep_ms: int = 700) -> None:
         self.recorder = recorder
         self.token = secrets.token_urlsafe(24)
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.port: int = self._sock.getsockname()[1]
+        self._loopback = Loopback()
+        self.port: int = self._loopback.port
         self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms, manifests=MANIFEST_DIR)
         self.app = create_app(self.settings)
         self.engine: Engine = self.app.state.engine
         self._tap = tap
         self.engine.subscribe(self._on_event)
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
-        self._thread: threading.Thread | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def url(self) -> str:
@@ -71,20 +65,12 @@ class ServiceHarness:
                               notification=payload.get("notification_type"), tool=payload.get("tool_name"),
                               state=event.state)
 
-    def start(self, timeout: float = 15.0) -> ServiceHarness:
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self.loop = loop
-            loop.run_until_complete(self._server.serve(sockets=[self._sock]))
-            loop.close()
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loopback.loop
 
-        self._thread = threading.Thread(target=serve, name="panewatch-server", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Panewatch server did not start")
-            time.sleep(0.01)
+    def start(self, timeout: float = 15.0) -> ServiceHarness:
+        self._loopback.start(self.app, timeout)
         return self
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
@@ -106,10 +92,7 @@ class ServiceHarness:
         await asyncio.wrap_future(self.submit(lambda: self.engine.write_keys(sid, data)))
 
     def close(self) -> None:
-        self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(20)
-        self._sock.close()
+        self._loopback.close()
 
     def __enter__(self) -> ServiceHarness:
         return self.start()

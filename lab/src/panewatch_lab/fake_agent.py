@@ -3,12 +3,18 @@
 Tests of the classifier need an agent that is fast, deterministic and honest: this one
 writes its true state (``working``/``blocked``/``idle``) to a side file at every change,
 while drawing what Claude Code 2.1.332 draws (wording in ``wording/claude-2.1.332.toml``):
-a spinner redrawn with ``\\r`` at 10 Hz, silent tool calls, permission prompts whose words
-are placed with ``CSI n G`` and whose rows are stepped with ``CSI 1 B`` (no ``\\n`` at all),
-erased Ink-style (cursor up + ``ESC[J``) once answered, and an idle prompt. It blocks in
-``readline()`` on its terminal for tasks and answers, like the real CLI waits on input.
+a spinner redrawn with ``\\r`` at 10 Hz above the input box, silent tool calls, permission
+prompts whose words are placed with ``CSI n G`` and whose rows are stepped with ``CSI 1 B``
+(no ``\\n`` at all), erased Ink-style (cursor up + ``ESC[J``) once answered, and an idle
+prompt. It blocks in ``readline()`` on its terminal for tasks and answers, like the real CLI
+waits on input.
+
+With ``--auto`` nobody needs to type: it gives itself the next task and answers its own
+prompts after ``--hold`` seconds, which is how ``panewatch bench`` runs dozens of them; with
+``--spin-only`` it works forever, only its spinner moving (the benchmark's scale scenario).
 
     python -m panewatch_lab.fake_agent --seed 7 --state-file /tmp/truth.jsonl --speed 4
+    python -m panewatch_lab.fake_agent --auto --hold 0.8 1.6 --speed 6 --state-file /tmp/truth.jsonl
 
 Self-contained on purpose (standard library only): it runs wherever a PTY does.
 """
@@ -124,15 +130,26 @@ class Terminal:
         self.write("\r" + "\r\x1b[1B".join(live))
         self.live_rows = len(live)
 
-    def redraw_line(self, text: str) -> None:
-        """Redraw a one-row live region in place (the spinner), with ``\\r`` and erase-line."""
-        self.write(f"\r{text}\x1b[K")
-        self.live_rows = 1
+    def redraw_first(self, text: str) -> None:
+        """Redraw the live region's first row in place (the spinner above the input box): up to
+        it, ``\\r``, the text, erase-line, and back down to the row the cursor rests on."""
+        up = self.live_rows - 1
+        if up > 0:
+            self.write(f"\x1b[{up}A\r{text}\x1b[K\r\x1b[{up}B")
+        else:
+            self.write(f"\r{text}\x1b[K")
+            self.live_rows = 1
 
 
 def idle_chrome(w: dict[str, Any], cols: int) -> list[str]:
     rule = f"{DIM_RULE}{w['rule'] * cols}{RESET}"
     return [rule, w["input_prefix"].rstrip(), rule, f"{GREY}{w['idle_footer']}{RESET}"]
+
+
+def working_rows(w: dict[str, Any], cols: int, spinner: str) -> list[str]:
+    """While it works the CLI keeps its input box, under the spinner, with the working footer."""
+    rule = f"{DIM_RULE}{w['rule'] * cols}{RESET}"
+    return [spinner, "", rule, w["input_prefix"].rstrip(), rule, f"{GREY}{w['working_footer']}{RESET}"]
 
 
 def spinner_frame(w: dict[str, Any], n: int, verb: str, started: float) -> str:
@@ -181,6 +198,12 @@ class Agent:
         self.state_file = Path(args.state_file).open("a", buffering=1) if args.state_file else None
         self.state = ""
         self.cwd = os.getcwd()
+        # --auto's own delays come from a second generator, so the plan is the same with or without it
+        self.auto_rng = random.Random(f"auto-{args.seed}")
+
+    def hold(self) -> None:
+        """--auto: leave the prompt or the idle box on screen as long as a user would."""
+        time.sleep(self.auto_rng.uniform(*self.args.hold))
 
     def set_state(self, state: str, **detail: Any) -> None:
         """Record the true state, right after the screen that shows it was written."""
@@ -191,11 +214,15 @@ class Agent:
             record = {"state": state, "mono": time.monotonic(), "wall": time.time(), "pid": os.getpid(), **detail}
             self.state_file.write(json.dumps(record) + "\n")
 
+    def working(self, spinner: str) -> list[str]:
+        """The live region while working, under this spinner frame."""
+        return working_rows(self.w, self.term.cols, spinner)
+
     def spin(self, seconds: float, verb: str, started: float) -> None:
         """Redraw the spinner at 10 Hz for ``seconds``."""
         end, n = time.monotonic() + seconds, 0
         while True:
-            self.term.redraw_line(spinner_frame(self.w, n, verb, started))
+            self.term.redraw_first(spinner_frame(self.w, n, verb, started))
             n += 1
             left = end - time.monotonic()
             if left <= 0:
@@ -208,36 +235,42 @@ class Agent:
         termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
         self.term.show([], prompt_rows(self.w, tool, self.cwd, self.term.cols))
         self.set_state("blocked", tool=tool["name"])
-        options = len(self.w["prompts"][tool["name"]]["options"])
+        if self.args.auto:  # it answers "1. Yes" itself
+            self.hold()
+            allowed = True
+        else:
+            allowed = self.read_answer(len(self.w["prompts"][tool["name"]]["options"]))
+        self.term.show([], [])  # erase the dialog: cursor up + ESC[J
+        if allowed:
+            self.set_state("working")
+        return allowed
+
+    @staticmethod
+    def read_answer(options: int) -> bool:
+        """Block until a line chooses an option; True for an allowing one, False for the last (No)."""
         while True:
             line = sys.stdin.readline()
             if not line:
                 raise EOFError
             answer = line.strip()
             if answer in ("", "1") or (answer.isdigit() and 1 < int(answer) < options):
-                allowed = True
-                break
+                return True
             if answer in (str(options), "\x1b", "n", "no"):
-                allowed = False
-                break
-        self.term.show([], [])  # erase the dialog: cursor up + ESC[J
-        if allowed:
-            self.set_state("working")
-        return allowed
+                return False
 
     def run_turn(self, task: str, turn: Turn) -> None:
         started, verb = time.monotonic(), turn.verb
-        self.term.show([f"{self.w['input_prefix']}{task}", ""], [""])
+        self.term.show([f"{self.w['input_prefix']}{task}", ""], self.working(spinner_frame(self.w, 0, verb, started)))
         self.set_state("working", task=task)
         self.spin(turn.think_seconds, verb, started)
         for step in turn.steps:
             frame = spinner_frame(self.w, 0, verb, started)
-            self.term.show([tool_line(step.tool)], [frame])
+            self.term.show([tool_line(step.tool)], self.working(frame))
             if step.asks:
                 if not self.ask(step.tool):
                     self.term.show([f"  ⎿  {self.w['interrupted']}", ""], idle_chrome(self.w, self.term.cols))
                     return
-                self.term.show([], [frame])
+                self.term.show([], self.working(frame))
             # The tool runs silently: its line and one spinner frame stay, nothing is written.
             time.sleep(step.run_seconds)
             self.spin(step.think_seconds, verb, started)
@@ -245,12 +278,27 @@ class Agent:
         done = f"{ACCENT}✻{RESET} {turn.done_verb} for {int(time.monotonic() - started)}s"
         self.term.show([f"{ACCENT}●{RESET} {reply}", "", done, ""], idle_chrome(self.w, self.term.cols))
 
+    def spin_forever(self) -> None:
+        """--spin-only: one turn that never ends, the spinner redrawn at 10 Hz."""
+        self.term.show([f"{self.w['input_prefix']}keep working", ""],
+                       self.working(spinner_frame(self.w, 0, self.w["spinner_verbs"][0], time.monotonic())))
+        self.set_state("working")
+        self.spin(float("inf"), self.w["spinner_verbs"][0], time.monotonic())
+
+    def next_task(self, done: int) -> str:
+        if self.args.auto:
+            self.hold()
+            return f"task {done + 1}\n"
+        return sys.stdin.readline()
+
     def run(self) -> int:
+        if self.args.spin_only:
+            self.spin_forever()
         self.term.show([], idle_chrome(self.w, self.term.cols))
         self.set_state("idle")
         done = 0
         while self.args.max_tasks is None or done < self.args.max_tasks:
-            task = sys.stdin.readline()
+            task = self.next_task(done)
             if not task:
                 return 0
             turn = plan_turn(self.rng, self.w, self.args.speed, self.args.prompt_prob, self.args.question_prob)
@@ -288,9 +336,16 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch_l
     p.add_argument("--max-tasks", type=int, default=None, help="exit after this many tasks")
     p.add_argument("--wording", default=str(WORDING), help="TOML file with the on-screen wording")
     p.add_argument("--plan", type=int, metavar="N", help="print the first N turns as JSON and exit")
+    p.add_argument("--auto", action="store_true",
+                   help="type its own tasks and answer its own prompts (1. Yes) after --hold seconds; no input read")
+    p.add_argument("--hold", type=float, nargs=2, default=(0.8, 1.6), metavar=("MIN", "MAX"),
+                   help="--auto: seconds a prompt or the idle box stays before it answers or starts the next task")
+    p.add_argument("--spin-only", action="store_true", help="work forever: only the spinner moves (10 Hz)")
     args = p.parse_args(argv)
     if args.speed <= 0:
         p.error("--speed must be positive")
+    if not 0 <= args.hold[0] <= args.hold[1]:
+        p.error("--hold needs 0 <= MIN <= MAX")
     return args
 
 

@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m panewatch_lab.moc
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--scenario", default=None, help="TOML file, or a name in panewatch/lab/scenarios/")
+    parser.add_argument("--scenario", default=None, help="TOML file, or a name in panewatch_lab/scenarios/")
     parser.add_argument("--log", default=None, help="JSON-lines request/reply log (ground truth)")
     parser.add_argument("--log-bodies", action="store_true", help="also log full request bodies (large)")
     args = parser.parse_args(argv)

@@ -3,26 +3,31 @@
 Agents such as Claude Code query the terminal (cursor position, device attributes, colours)
 and may hang or draw differently when nobody answers, so the lab drives them the way a real
 xterm would: through Panewatch's own emulated screen, whose ``reply`` answers those queries.
+
+The PTY itself is the service's (``panewatch.ptyproc.PtyProcess``: spawn, non-blocking reads
+and writes, exit through a pidfd), run on an event loop in a thread of this session's own, so
+the lab's synchronous tools drive agents exactly as the service does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
-import pty
 import re
-import signal
-import struct
-import termios
 import threading
 import time
-import fcntl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
+from panewatch.ptyproc import PtyProcess, WriteRefused
 from panewatch.screen import Screen
+
+T = TypeVar("T")
 
 #: Terminal queries an agent may send, named for the notes (answers come from the Screen).
 QUERY_PATTERNS: dict[str, re.Pattern[bytes]] = {
@@ -58,7 +63,6 @@ class PtySession:
     cols: int = 120
     chunks: list[Chunk] = field(default_factory=list)
     pid: int = -1
-    fd: int = -1
     #: Optional hook to change (or drop, by returning None) the terminal's query answers,
     #: for experiments such as "what if the terminal does not support DECRQM?".
     answer_filter: Callable[[bytes], bytes | None] | None = None
@@ -66,59 +70,62 @@ class PtySession:
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
         self.screen = Screen(self.rows, self.cols, reply=self._answer)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._proc: PtyProcess | None = None
         self.exit_status: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> PtySession:
-        """Fork the child on a new PTY (it becomes the session leader with the PTY as its tty)."""
+        """Start the child on a new PTY (session leader, the PTY its controlling terminal);
+        ``ptyproc.SpawnError`` if it cannot be started."""
         env = dict(self.env) if self.env is not None else dict(os.environ)
-        argv = list(self.argv)
-        pid, fd = pty.fork()
-        if pid == 0:  # child: only async-signal-safe work before exec
-            try:
-                if self.cwd is not None:
-                    os.chdir(self.cwd)
-                os.execvpe(argv[0], argv, env)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", self.rows, self.cols, 0, 0))
-        self._thread = threading.Thread(target=self._read_loop, name=f"pty-{pid}", daemon=True)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pty-session", daemon=True)
         self._thread.start()
+        try:
+            self._proc = self._call(lambda: PtyProcess(
+                self.argv, rows=self.rows, cols=self.cols, cwd=None if self.cwd is None else str(self.cwd), env=env,
+                on_output=self._on_output, on_exit=self._on_exit, loop=self._loop))
+        except BaseException:
+            self._stop_loop()
+            raise
+        self.pid = self._proc.pid
         return self
 
     def close(self, timeout: float = 3.0) -> None:
-        """Terminate the child (SIGTERM, then SIGKILL) and release the PTY."""
-        if self.pid > 0 and self.exit_status is None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.kill(self.pid, sig)
-                except ProcessLookupError:
-                    break
-                if self._reap(timeout):
-                    break
-        if self._thread is not None:
-            self._thread.join(timeout)
-        if self.fd >= 0:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = -1
+        """Terminate the child (SIGHUP, then SIGKILL after ``timeout``) and release the PTY."""
+        proc = self._proc
+        if proc is not None:
+            self._run(proc.terminate(grace=timeout), timeout + 5)
+            self._call(proc.close)
+            self._proc = None
+        self._stop_loop()
 
-    def _reap(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def _stop_loop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._loop.close()
+            self._loop = self._thread = None
+
+    def _call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
+        """Run ``fn`` on the PTY's loop (where the process lives) and return its result."""
+        assert self._loop is not None
+        done: Future[T] = Future()
+
+        def run() -> None:
             try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return True
-            if pid:
-                self.exit_status = os.waitstatus_to_exitcode(status)
-                return True
-            time.sleep(0.02)
-        return False
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result(timeout)
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def __enter__(self) -> PtySession:
         return self.start()
@@ -126,20 +133,16 @@ class PtySession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- I/O -------------------------------------------------------------------------------
-    def _read_loop(self) -> None:
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                data = b""
-            if not data:
-                break
-            with self._lock:
-                self.chunks.append(Chunk(time.monotonic(), time.time(), "out", data))
-                self.screen.feed(data)
-                self._lock.notify_all()
+    # -- I/O (the PTY's loop calls _on_output, _on_exit and, while feeding, _answer) -------
+    def _on_output(self, data: bytes) -> None:
         with self._lock:
+            self.chunks.append(Chunk(time.monotonic(), time.time(), "out", data))
+            self.screen.feed(data)
+            self._lock.notify_all()
+
+    def _on_exit(self, code: int) -> None:
+        with self._lock:
+            self.exit_status = code
             self._lock.notify_all()
 
     def _answer(self, data: bytes) -> None:
@@ -151,24 +154,29 @@ class PtySession:
                 return
             data = filtered
         self.chunks.append(Chunk(time.monotonic(), time.time(), "reply", data))
-        try:
-            os.write(self.fd, data)
-        except OSError:
-            pass
+        if self._proc is not None:
+            try:
+                self._proc.write(data)
+            except WriteRefused:
+                pass
 
     def send(self, data: bytes | str) -> None:
         """Type ``data`` into the child's terminal."""
         raw = data.encode() if isinstance(data, str) else data
         with self._lock:
             self.chunks.append(Chunk(time.monotonic(), time.time(), "in", raw))
-        os.write(self.fd, raw)
+        proc = self._proc
+        assert proc is not None, "not started"
+        self._call(lambda: proc.write(raw))
 
     def resize(self, rows: int, cols: int) -> None:
+        """New terminal size; the kernel sends SIGWINCH to the child's foreground group."""
         with self._lock:
             self.rows, self.cols = rows, cols
             self.screen.resize(rows, cols)
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        os.kill(self.pid, signal.SIGWINCH)
+        proc = self._proc
+        assert proc is not None, "not started"
+        self._call(lambda: proc.resize(rows, cols))
 
     # -- reading ---------------------------------------------------------------------------
     def text(self) -> str:
@@ -207,7 +215,7 @@ class PtySession:
                 if test(self.screen.text()):
                     return True
                 left = deadline - time.monotonic()
-                if left <= 0 or (self._thread is not None and not self._thread.is_alive()):
+                if left <= 0 or self.exit_status is not None:
                     return False
                 self._lock.wait(min(left, 0.1))
 

@@ -1,6 +1,6 @@
 """Scenario files for the mock API: which reply answers which point of a conversation.
 
-A scenario is data (TOML under ``lab/scenarios/``), so a new capture needs a new file, not
+A scenario is data (TOML under ``panewatch_lab/scenarios/``), so a new capture needs a new file, not
 new code. Steps are tried in order and the first whose ``when`` fits the request answers it.
 The conversation itself carries the state: the user's last typed text names the task, and a
 trailing ``tool_result`` says which tool just ran, so the mock keeps no session of its own.
