@@ -62,3 +62,28 @@ def test_the_signal_order_with_a_status() -> None:
     # ...but only until the screen's verdict changes after it
     assert read(IDLE, working, at=1.0, changed=2.0) == ("idle", "screen")
     assert read(IDLE, None) == ("idle", "screen")
+
+
+async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) -> None:
+    """A pane whose program says ``state=working`` out of band and draws nothing a rule knows
+    reads working with source ``status``; /explain shows the status, its age and that it counts."""
+    from engine_support import bash, wait_state
+
+    from panewatch.session import SessionSpec
+
+    script = (r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "
+              r"printf '\033]7501;state=done:app=codex\007'; sleep 30")
+    import asyncio
+
+    sid = engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40))["id"]
+    for _ in range(100):  # the first read replaces the launch's own working/start
+        info = engine.get(sid)
+        if info["source"] != "start":
+            break
+        await asyncio.sleep(0.02)
+    assert (info["state"], info["source"], info["rule"]) == ("working", "status", "osc7501:working"), info
+    oob = engine.explain(sid)["signals"]["out_of_band"]
+    assert oob["status"]["raw"] == "working" and oob["status"]["counts"] is True
+    assert oob["notifications"] == [{"protocol": "osc777", "title": "Codex", "body": "Turn started"}]
+    info = await wait_state(engine, sid, "idle", timeout=5)
+    assert (info["source"], info["rule"]) == ("status", "osc7501:done"), info
