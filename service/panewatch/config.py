@@ -44,6 +44,13 @@ class Settings(BaseSettings):
         "pyte", description="screen emulator: pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
+    cluster_url: str | None = Field(
+        None, description="NATS server to join (nats://host:4222): one view over many nodes; needs `panewatch[cluster]`")
+    node: str | None = Field(None, description="this node's name in the cluster (default: the host name)")
+    cluster_creds: Path | None = Field(None, description="NATS credentials file (.creds) of this node")
+    cluster_tls_ca: Path | None = Field(None, description="CA bundle that signs the NATS server's certificate")
+    cluster_tls_cert: Path | None = Field(None, description="client certificate for NATS (mutual TLS)")
+    cluster_tls_key: Path | None = Field(None, description="key of the client certificate")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
     @field_validator("manifests", "transcripts")
