@@ -93,6 +93,9 @@ class ConfigError(ValueError):
     """A configuration that cannot be used, said in one line naming the option and its origin."""
 
 
+#: Shorter flags the issue tracker and the README use for some options.
+ALIASES: dict[str, tuple[str, ...]] = {"cluster_url": ("--cluster",)}
+
 #: Options whose values are never repeated back in an error message.
 SECRET_FIELDS = frozenset({"token"})
 
@@ -134,7 +137,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = "FILE" if name == "config" else "DIR"
         else:
             kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
-        parser.add_argument(flag_name(name), **kwargs)
+        aliases = ALIASES.get(name, ())
+        parser.add_argument(flag_name(name), *aliases, **kwargs)
 
 
 def flags_from_namespace(args: argparse.Namespace) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..errors import Conflict, InvalidRequest, PanewatchError, Unavailable, Unkn
 from ..events import Created, Deleted, Event, EventHub, EventStream, Output, Snapshot, StateChanged
 from ..session import SessionSpec
 from ..states import Decision, Source, State
-from .link import NodeLink, NodeUnreachable, RemoteError
+from .link import ClusterError, NodeLink, NodeUnreachable, RemoteError
 
 log = logging.getLogger("panewatch.cluster")
 
@@ -70,13 +70,19 @@ class ClusterEngine:
         return getattr(self.local, name)
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def start(self) -> None:
-        await self.local.start()
+    async def join(self) -> None:
+        """Join the cluster (before the server listens); StartupRefused says why it cannot."""
+        from ..wiring import StartupRefused
+
         try:
             await self.link.start()
-        except Exception:
-            await self.local.stop()
-            raise
+        except ClusterError as exc:
+            raise StartupRefused(str(exc)) from None
+
+    async def start(self) -> None:
+        await self.local.start()
+        if not self.link.started:
+            await self.join()
         for info in self.local.list():
             self.link.publish(info["id"], self._tag(info))
 

@@ -121,6 +121,7 @@ class NodeLink:
         self.session_listeners: list[SessionListener] = []
         self.node_listeners: list[NodeListener] = []
         self.connected = False
+        self.started = False  # joined once (connected may come and go after that)
         self._nc: Client | None = None
         self._sessions: KeyValue | None = None
         self._nodes: KeyValue | None = None
@@ -161,7 +162,7 @@ class NodeLink:
         except Exception as exc:
             await self._nc.close()
             raise ClusterError(f"cannot use the cluster at {redact(self.opts.url)}: {exc or type(exc).__name__}") from None
-        self.connected = True
+        self.connected = self.started = True
         loop = asyncio.get_running_loop()
         self._tasks += [loop.create_task(self._heartbeat()), loop.create_task(self._flusher()),
                         loop.create_task(self._liveness())]
