@@ -108,6 +108,13 @@ async def test_thirty_sessions_one_view_and_a_guarded_answer_across_nodes(three:
     assert via_a.status_code == 200 and any("got=y" in row for row in via_a.json()["rows"])
     assert a.http.get(f"/api/sessions/{sid}/explain").json()["decision"]["state"] != "blocked"
 
+    # the screen of c's session, live through a's WebSocket: frames flow over NATS while watched
+    async with websockets.connect(f"{a.ws_url}/ws/sessions/{sid}/screen",
+                                  additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert frame["type"] == "screen" and frame["full"] is True
+        assert any("got=y" in row for row in frame["rows"])
+
     # create on a chosen node, delete through another
     made = a.http.post("/api/sessions", json={"command": QUIET, "node": "b", "name": "made-by-a"})
     assert made.status_code == 201, made.text
