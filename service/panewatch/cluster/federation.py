@@ -180,13 +180,14 @@ class ClusterEngine:
             return await self.local.send(sid, text, enter=enter)
         return _decision({"decision": await self._ask(node, "send", {"sid": sid, "text": text, "enter": enter})})
 
-    async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None) -> Any:
+    async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
+                     request: str | None = None) -> Any:
         node = self._owner(sid)
         if node is None:
-            return await self.local.answer(sid, option=option, keys=keys)
+            return await self.local.answer(sid, option=option, keys=keys, request=request)
         from ..engine import AnswerResult
 
-        r = await self._ask(node, "answer", {"sid": sid, "option": option, "keys": keys})
+        r = await self._ask(node, "answer", {"sid": sid, "option": option, "keys": keys, "request": request})
         return AnswerResult(bool(r["took"]), State(r["state"]), r.get("rule"), float(r["waited"]), str(r["keys"]))
 
     async def resize(self, sid: str, rows: int, cols: int) -> dict[str, Any]:
@@ -194,6 +195,25 @@ class ClusterEngine:
         if node is None:
             return self._tag(self.local.resize(sid, rows, cols))
         return dict(await self._ask(node, "resize", {"sid": sid, "rows": rows, "cols": cols}))
+
+    async def cancel(self, sid: str) -> Any:
+        """An ACP session's turn cancelled (session/cancel), wherever the session runs."""
+        node = self._owner(sid)
+        if node is None:
+            return self.local.cancel(sid)
+        return await self._ask(node, "cancel", {"sid": sid})
+
+    async def conversation(self, sid: str) -> Any:
+        node = self._owner(sid)
+        if node is None:
+            return self.local.conversation(sid)
+        return await self._ask(node, "conversation", {"sid": sid})
+
+    def conversations(self, sid: str) -> AsyncIterator[dict[str, Any]]:
+        node = self._owner(sid)
+        if node is None:
+            return self.local.conversations(sid)
+        return self._remote_stream(node, "conversation", sid, {})
 
     async def write_keys(self, sid: str, data: bytes) -> None:
         node = self._owner(sid)
@@ -268,10 +288,14 @@ class ClusterEngine:
         if op == "send":
             return (await local.send(sid, str(args["text"]), enter=bool(args.get("enter", True)))).as_dict()
         if op == "answer":
-            r = await local.answer(sid, option=args.get("option"), keys=args.get("keys"))
+            r = await local.answer(sid, option=args.get("option"), keys=args.get("keys"), request=args.get("request"))
             return {"took": r.took, "state": str(r.state), "rule": r.rule, "waited": r.waited, "keys": r.keys}
         if op == "resize":
             return self._tag(local.resize(sid, int(args["rows"]), int(args["cols"])))
+        if op == "cancel":
+            return local.cancel(sid)
+        if op == "conversation":
+            return local.conversation(sid)
         if op == "write_keys":
             local.write_keys(sid, base64.b64decode(str(args["data"])))
             return {"written": True}
@@ -290,6 +314,8 @@ class ClusterEngine:
             extra = args.get("args") or {}
             source: AsyncIterator[Any] = self.local.screens(sid, interval=float(extra.get("interval", 0.1)),
                                                             styles=bool(extra.get("styles")))
+        elif kind == "conversation":
+            source = self.local.conversations(sid)
         else:
             source = self._b64(self.local.output(sid))
         expiry = [time.monotonic() + LEASE_S]
