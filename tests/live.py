@@ -6,7 +6,9 @@ import asyncio
 import json
 import socket
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -70,6 +72,7 @@ async def live_server(**overrides: Any):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    overrides.setdefault("state_dir", Path(tempfile.mkdtemp(prefix="pw-state-")))
     settings = Settings(token=TOKEN, port=port, sweep_ms=100, **overrides)
     app = create_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

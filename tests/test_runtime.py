@@ -181,6 +181,7 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(runtime, tmp_pat
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setenv("PANEWATCH_TOKEN", "the-api-token-must-not-leak")
+    monkeypatch.setenv("PANEWATCH_CONFIG", "/server/only/config.toml")
     runtime.service_url = "http://127.0.0.1:9999"
     s = runtime.create(SessionSpec(agent="claude", env={"MY_VAR": "1"}))
     await wait_state(runtime, s.id, "exited")
@@ -189,10 +190,10 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(runtime, tmp_pat
     assert argv[1:4] == ["--permission-mode", "default", "--settings"]
     assert set(json.loads(argv[4])["hooks"]) >= {"UserPromptSubmit", "PreToolUse", "PermissionRequest",
                                                    "Notification", "Stop"}
-    assert env["PANEWATCH_SESSION"] == s.id and env["PANEWATCH_REPORT_TOKEN"] == s.report_token
+    assert env["PANEWATCH_SESSION"] == s.id and "PANEWATCH_REPORT_TOKEN" not in env  # readable by other panes
     assert env["PANEWATCH_URL"] == "http://127.0.0.1:9999" and env["MY_VAR"] == "1"
     assert env["TERM"] == "xterm-256color"
-    assert "PANEWATCH_TOKEN" not in env
+    assert "PANEWATCH_TOKEN" not in env and "PANEWATCH_CONFIG" not in env  # no server setting reaches agents
 
     s2 = runtime.create(SessionSpec(agent="claude", hooks=False))
     await wait_state(runtime, s2.id, "exited")

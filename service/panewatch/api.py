@@ -25,9 +25,16 @@ from starlette.websockets import WebSocketState
 from . import __version__
 from . import metrics
 from . import transcript as transcripts
-from .auth import COOKIE, origin_allowed, presented_token, token_matches
+from . import validation
+from .auth import COOKIE, Gate, origin_allowed, presented_token, token_matches
 from .config import Settings
 from .hooks import UnknownPayload
+from .http_guard import HostAllowList, HttpGuard
+from .identity import resolve_token, state_dir
+from .login import Logins
+from .proctree import Reaper
+from .report_socket import ReportSocket, socket_path
+from .validation import AgentName, EnvKey, OsPath, OsString, Utf8Text
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
 from .runtime import Conflict, NotFound, Runtime, SessionError
@@ -51,14 +58,15 @@ def web_dir() -> Path:
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent: str | None = Field(None, description="manifest name; gives the launch command when `command` is absent")
-    command: list[str] | None = Field(None, min_length=1, description="argv; wins over the agent's command")
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    agent: AgentName | None = Field(None, description="manifest name; gives the launch command when `command` is absent")
+    command: list[OsString] | None = Field(None, min_length=1, max_length=4096,
+                                           description="argv; wins over the agent's command")
+    cwd: OsPath | None = None
+    env: dict[EnvKey, OsString] = Field(default_factory=dict, max_length=1024)
     rows: int = Field(32, ge=2, le=500)
     cols: int = Field(120, ge=10, le=1000)
     hooks: bool = Field(True, description="add Claude Code hooks reporting to /report")
-    name: str | None = Field(None, max_length=80)
+    name: Utf8Text | None = Field(None, max_length=80)
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:
@@ -69,14 +77,14 @@ class NewSession(BaseModel):
 
 class SendBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(max_length=100_000)
+    text: Utf8Text = Field(max_length=100_000)
     enter: bool = Field(True, description="press Enter after the text")
 
 
 class AnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     option: int | None = Field(None, ge=1, le=99)
-    keys: str | None = Field(None, min_length=1, max_length=1000)
+    keys: Utf8Text | None = Field(None, min_length=1, max_length=1000)
     confirm: bool = Field(False, description="must be true: the user confirmed this answer")
 
     @model_validator(mode="after")
@@ -120,6 +128,8 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
                runtime: Runtime | None = None) -> FastAPI:
     """The ASGI app. ``settings.token`` must be set (``serve`` generates one when absent)."""
     settings = settings or Settings()
+    if not settings.token and settings.token_file:
+        settings, _ = resolve_token(settings)
     if not settings.token:
         raise ValueError("create_app needs settings.token")
     token: str = settings.token
@@ -133,26 +143,89 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
     )
 
+    logins = Logins(settings.login_ttl_s)
+    gate = Gate(token, logins)
+    private = Path(state_dir(settings))
+    reaper = Reaper(private)
+    runtime.reaper = reaper
+
+    def take_report(sid: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        """A report's body for session ``sid`` (caller already authorised): parsed, cleaned, applied."""
+        try:
+            payload = validation.parse_json(body)
+        except validation.BadJson as exc:
+            return 422, {"detail": str(exc)}
+        if not isinstance(payload, dict):
+            return 422, {"detail": "the body must be a JSON object"}
+        payload = validation.clean_report(payload)
+        try:
+            result = runtime.report(sid, payload)
+        except UnknownPayload as exc:
+            return 422, {"detail": validation.clean_text(str(exc))}
+        except NotFound:
+            return 403, {"detail": "wrong report token for this session, or no such session"}
+        if result is None:
+            return 202, {"accepted": False, "reason": "event not used for state", "event": payload.get("hook_event_name")}
+        return 202, {"accepted": True, "state": result.state, "event": result.event,
+                     "session_state": runtime.sessions[sid].decision.state}
+
+    def session_roots() -> dict[int, str]:
+        return {s.proc.pid: sid for sid, s in runtime.sessions.items() if s.proc is not None and s.proc.alive}
+
+    report_socket = ReportSocket(socket_path(private), session_roots, take_report)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        reaper.open()
+        await report_socket.start()
+        runtime.agent_vars["PANEWATCH_REPORT_SOCKET"] = str(report_socket.path)
         await runtime.start()
         try:
             yield
         finally:
-            await runtime.stop()
+            try:
+                await runtime.stop()
+            finally:
+                await report_socket.close()
+                reaper.close()
 
     app = FastAPI(title="Panewatch", version=__version__, lifespan=lifespan,
                   description="Is this agent waiting for me? Sessions, screens, states and guarded writes.")
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.store = store
+    app.state.logins = logins
+
+    def refusal(conn: Any) -> tuple[int, str, dict[str, str]] | None:
+        """Who may reach a path, decided before its body is read (``HttpGuard``)."""
+        path = conn.url.path
+        if path.startswith("/api/") or (path == "/metrics" and not settings.metrics_public):
+            why = gate.check(conn)
+            if why == "missing":
+                return 401, "missing token: send Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"}
+            if why == "wrong":
+                return 403, "wrong token", {}
+        elif path == "/report":
+            presented = presented_token(conn)
+            if presented is None:
+                return 401, "missing report token (Authorization: Bearer <report token>)", {"WWW-Authenticate": "Bearer"}
+            sid = conn.query_params.get("session") or conn.headers.get("x-panewatch-session")
+            target = runtime.sessions.get(sid) if sid else None
+            if target is None or not token_matches(presented, target.report_token):
+                return 403, "wrong report token for this session, or no such session", {}
+        return None
+
+    app.add_middleware(
+        HttpGuard, hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host), authorize=refusal,
+        limit_for=lambda path: REPORT_MAX_BYTES if path == "/report" else settings.max_body_bytes)
+    validation.install(app)
 
     def require_token(request: Request) -> None:
-        presented = presented_token(request)
-        if presented is None:
+        why = gate.check(request)
+        if why == "missing":
             raise HTTPException(401, "missing token: send Authorization: Bearer <token>",
                                 headers={"WWW-Authenticate": "Bearer"})
-        if not token_matches(presented, token):
+        if why == "wrong":
             raise HTTPException(403, "wrong token")
 
     def session_or_404(sid: str) -> Session:
@@ -183,17 +256,27 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
                 return HTMLResponse("<h1>Wrong token</h1><p>Open the login URL that "
                                     "<code>panewatch serve</code> printed.</p>", status_code=403)
             response = RedirectResponse("/", status_code=303)
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
+            # a login id, not the token: it expires and POST /logout revokes it
+            response.set_cookie(COOKIE, logins.issue(), httponly=True, samesite="strict",
+                                max_age=int(settings.login_ttl_s))
             return response
-        presented = presented_token(request)
-        if presented is None:
+        why = gate.check(request)
+        if why == "missing":
             return HTMLResponse("<h1>Log in</h1><p>Open the login URL that <code>panewatch serve</code> "
                                 "printed (it ends in <code>?token=…</code>).</p>", status_code=401)
-        if not token_matches(presented, token):
-            response = HTMLResponse("<h1>Wrong token</h1>", status_code=403)
+        if why == "wrong":
+            response = HTMLResponse("<h1>Wrong token or expired login</h1>", status_code=403)
             response.delete_cookie(COOKIE)
             return response
         return FileResponse(web_dir() / "index.html", headers={"Cache-Control": "no-store"})
+
+    @app.post("/logout", tags=["service"])
+    async def logout(request: Request) -> Response:
+        """Revoke this browser's login (its cookie stops working at once, here and anywhere it leaked)."""
+        revoked = logins.revoke(request.cookies.get(COOKIE))
+        response = JSONResponse({"logged_out": revoked})
+        response.delete_cookie(COOKIE)
+        return response
 
     @app.get("/static/{path:path}", include_in_schema=False)
     async def static(path: str) -> Response:
@@ -315,56 +398,32 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     # -- hook reports ----------------------------------------------------------------------
     @app.post("/report", status_code=202, tags=["hooks"])
     async def report(request: Request, session: str | None = Query(None)) -> dict[str, Any]:
-        """A Claude Code hook payload, or ``{"state": ...}``, authorised by the session's own token."""
-        presented = presented_token(request)
-        if presented is None:
-            raise HTTPException(401, "missing report token (Authorization: Bearer $PANEWATCH_REPORT_TOKEN)",
-                                headers={"WWW-Authenticate": "Bearer"})
-        sid = session or request.headers.get("x-panewatch-session")
-        if not sid:
-            raise HTTPException(422, "name the session: ?session=$PANEWATCH_SESSION")
-        target = session_or_404(sid)
-        if not token_matches(presented, target.report_token):
-            raise HTTPException(403, "wrong report token for this session")
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > REPORT_MAX_BYTES:
-            raise HTTPException(413, f"report larger than {REPORT_MAX_BYTES} bytes")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > REPORT_MAX_BYTES:
-                raise HTTPException(413, f"report larger than {REPORT_MAX_BYTES} bytes")
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise HTTPException(422, "the body is not JSON") from None
-        if not isinstance(payload, dict):
-            raise HTTPException(422, "the body must be a JSON object")
-        try:
-            result = runtime.report(sid, payload)
-        except UnknownPayload as exc:
-            raise HTTPException(422, str(exc)) from None
-        if result is None:
-            return {"accepted": False, "reason": "event not used for state",
-                    "event": payload.get("hook_event_name")}
-        return {"accepted": True, "state": result.state, "event": result.event,
-                "session_state": target.decision.state}
+        """A Claude Code hook payload, or ``{"state": ...}``, with the session's report token. Agents use
+        the report socket instead (``$PANEWATCH_REPORT_SOCKET``): there the kernel says which pane calls."""
+        sid = session or request.headers.get("x-panewatch-session") or ""
+        refused = refusal(request)  # the guard checked it already; a mounted app without the guard must too
+        if refused is not None:
+            raise HTTPException(refused[0], refused[1], headers=refused[2] or None)
+        status, answer = take_report(sid, await request.body())
+        if status != 202:
+            raise HTTPException(status, answer["detail"])
+        return answer
 
     # -- WebSockets ------------------------------------------------------------------------
     async def ws_admit(ws: WebSocket) -> bool:
         """Accept, then close at once with 4401/4403 if refused: a browser sees no reason for a
         rejected handshake, but it does see a close code, and the page needs it to stop retrying."""
-        presented = presented_token(ws, allow_query=True)
-        refusal = None
+        why = gate.check(ws, allow_query=True)
+        closing = None
         if not origin_allowed(ws, settings.allowed_origins):
-            refusal = (4403, "origin not allowed")
-        elif presented is None:
-            refusal = (4401, "missing token")
-        elif not token_matches(presented, token):
-            refusal = (4403, "wrong token")
+            closing = (4403, "origin not allowed")
+        elif why == "missing":
+            closing = (4401, "missing token")
+        elif why == "wrong":
+            closing = (4403, "wrong token")
         await ws.accept()
-        if refusal:
-            await ws.close(code=refusal[0], reason=refusal[1])
+        if closing:
+            await ws.close(code=closing[0], reason=closing[1])
             return False
         return True
 

@@ -2,7 +2,7 @@
 
 The hooks are passed with ``--settings`` so they apply to that launch only and the user's own
 hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its JSON
-payload to the service with the session's own token, with a short timeout and ``|| true``: a
+payload to the service's report socket (the kernel tells which pane calls), with a short timeout and ``|| true``: a
 service that is down must never break the agent.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .report_socket import REPORT_COMMAND as _REPORT_COMMAND
+
 #: Hook events the launcher subscribes to.
 CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Notification", "Stop")
 
@@ -18,12 +20,8 @@ _WORKING = {"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure
 _IDLE = {"Stop", "StopFailure", "SessionEnd", "SessionStart"}
 _BLOCKING_NOTIFICATIONS = {"permission_prompt", "elicitation_dialog", "elicitation_url_dialog"}
 
-REPORT_COMMAND = (
-    'curl -sS -m 2 -o /dev/null -X POST'
-    ' -H "Authorization: Bearer $PANEWATCH_REPORT_TOKEN"'
-    ' -H "Content-Type: application/json" --data-binary @-'
-    ' "$PANEWATCH_URL/report?session=$PANEWATCH_SESSION" >/dev/null 2>&1 || true'
-)
+#: The hook command (``report_socket``): the pane's own report socket, where the kernel names the caller.
+REPORT_COMMAND = _REPORT_COMMAND
 
 
 def claude_settings() -> str:

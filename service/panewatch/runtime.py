@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 from .backends import screen_class
 from .hooks import claude_settings, state_from_payload
+from .identity import agent_env
 from .manifest import ManifestStore
 from .notify import Notifier
 from .ptyproc import PtyProcess, SpawnError
-from .session import Session, SessionSpec, child_env, expand_command, resolve_program
+from .proctree import Reaper
+from .session import Session, SessionSpec, expand_command, resolve_program
 from .signals import Decision, Report
 from .transcript import Transcript
 
@@ -156,6 +158,10 @@ class Runtime:
         self.service_url = service_url
         self.manifest_check_s = manifest_check_s
         self.sessions: dict[str, Session] = {}
+        #: contains every process of a session so that it dies with it (set by the app)
+        self.reaper: Reaper | None = None
+        #: variables every agent gets besides its session's (the report socket's path)
+        self.agent_vars: dict[str, str] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._feeding: list[Session] = []
         self._feed_scheduled = False
@@ -226,10 +232,10 @@ class Runtime:
         extra = {
             **spec.env,
             "PANEWATCH_SESSION": sid,
-            "PANEWATCH_REPORT_TOKEN": session.report_token,
             "PANEWATCH_URL": self.service_url,
+            **self.agent_vars,
         }
-        env = child_env(os.environ, extra)
+        env = agent_env(os.environ, extra)
         if (spec.hooks and manifest is not None and manifest.manifest.hooks == "claude"
                 and os.path.basename(argv[0]) in manifest.manifest.processes):
             argv.extend(["--settings", claude_settings()])
@@ -241,9 +247,12 @@ class Runtime:
                 argv, rows=spec.rows, cols=spec.cols, cwd=session.cwd, env=env,
                 on_output=lambda data, s=session: self._on_output(s, data),
                 on_exit=lambda code, s=session: self._on_exit(s, code),
-                loop=self.loop,
+                loop=self.loop, reaper=self.reaper, session=sid,
             )
-        except SpawnError as exc:
+        except BaseException as exc:
+            if not isinstance(exc, SpawnError):  # all or nothing: no session without its process
+                self.sessions.pop(sid, None)
+                raise
             log.warning("could not start: %s", exc, extra={"session": sid})
             session.error = str(exc)
             session.exit_code = 127

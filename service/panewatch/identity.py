@@ -1,0 +1,73 @@
+"""What agents must never learn: the API token, and the server's own settings.
+
+An agent runs as the user who started Panewatch, so it can read every ``/proc/<pid>/cmdline`` and
+``/proc/<pid>/environ`` of that user — the server's included. A token given with ``--token`` or
+``PANEWATCH_TOKEN`` is therefore readable by every agent (and then ``POST /answer`` approves the
+agent's own prompts); the server says so in a warning. ``--token-file`` and the generated token
+never appear there. Agents inherit no ``PANEWATCH_*`` variable of the server (the config path,
+the webhook...): only the few the session sets for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Mapping
+
+from .auth import new_token
+from .config import Settings, default_state_dir
+
+log = logging.getLogger("panewatch.identity")
+
+#: The only PANEWATCH_* variables an agent sees: the ones its session sets.
+SERVER_PREFIX = "PANEWATCH_"
+
+
+class TokenError(ValueError):
+    """The token file cannot be used (missing, empty, too short)."""
+
+
+def read_token_file(path: os.PathLike[str] | str) -> str:
+    """The first line of ``path``; warns when the file is readable by other users."""
+    try:
+        mode = os.stat(path).st_mode
+        with open(path, encoding="utf-8") as f:
+            token = f.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenError(f"token file {path}: {exc}") from None
+    if len(token) < 8:
+        raise TokenError(f"token file {path}: the first line must hold a token of at least 8 characters")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("token file %s is readable by other users: chmod 600 it", path)
+    return token
+
+
+def resolve_token(settings: Settings) -> tuple[Settings, str]:
+    """Settings with ``token`` set, and where it came from: "file", "given" or "generated"."""
+    if settings.token_file is not None:
+        if settings.token:
+            log.warning("both a token and a token file were given: the token file wins")
+        return settings.model_copy(update={"token": read_token_file(settings.token_file)}), "file"
+    if settings.token:
+        log.warning("the API token was given by --token or PANEWATCH_TOKEN: every agent running as this user "
+                    "can read it from the server's /proc/<pid>/cmdline or environ and answer its own prompts; "
+                    "use --token-file (or let the server generate one)")
+        return settings, "given"
+    return settings.model_copy(update={"token": new_token()}), "generated"
+
+
+def state_dir(settings: Settings) -> os.PathLike[str]:
+    """The private state folder (made 0700 on first use)."""
+    path = settings.state_dir or default_state_dir()
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def agent_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """An agent's environment: the server's without any ``PANEWATCH_*``, a real terminal's TERM,
+    then what the session sets (its id, URL, report socket, the user's ``env``)."""
+    env = {k: v for k, v in base.items() if not k.startswith(SERVER_PREFIX)}
+    env.update({"TERM": "xterm-256color", "COLORTERM": "truecolor"})
+    env.update(extra)
+    return env
