@@ -143,9 +143,9 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
     )
 
-    logins = Logins(settings.login_ttl_s)
-    gate = Gate(token, logins)
     private = Path(state_dir(settings))
+    logins = Logins(token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
+    gate = Gate(token, logins)
     reaper = Reaper(private)
     runtime.reaper = reaper
 

@@ -51,17 +51,34 @@ def resolve_token(settings: Settings) -> tuple[Settings, str]:
         return settings.model_copy(update={"token": read_token_file(settings.token_file)}), "file"
     if settings.token:
         log.warning("the API token was given by --token or PANEWATCH_TOKEN: every agent running as this user "
-                    "can read it from the server's /proc/<pid>/cmdline or environ and answer its own prompts; "
-                    "use --token-file (or let the server generate one)")
+                    "can read it (--token from /proc/<pid>/cmdline, PANEWATCH_TOKEN from the environ of whatever "
+                    "started the server: a shell, tini) and answer its own prompts; use --token-file (or let the server "
+                    "generate one)")
         return settings, "given"
     return settings.model_copy(update={"token": new_token()}), "generated"
 
 
 def state_dir(settings: Settings) -> os.PathLike[str]:
-    """The private state folder (made 0700 on first use)."""
+    """The state folder, made on first use: 0711, so that agents of another user can reach the
+    report socket by its name but list nothing (it holds no secret: pids, markers, revoked ids)."""
     path = settings.state_dir or default_state_dir()
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.mkdir(parents=True, exist_ok=True, mode=0o711)
     return path
+
+
+def protect_process() -> bool:
+    """Make the server non-dumpable: its ``/proc/<pid>/environ`` and memory become unreadable (and
+    unptraceable) by other processes of the same user — the token in memory, or in
+    ``PANEWATCH_TOKEN``, included. (``cmdline`` stays readable: never put the token there.)
+    Children get the normal setting back when they exec. False where prctl is unavailable."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_DUMPABLE = 4
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def agent_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:

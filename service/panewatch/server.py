@@ -11,7 +11,7 @@ import uvicorn
 
 from .api import create_app
 from .config import Settings
-from .identity import TokenError, resolve_token
+from .identity import TokenError, protect_process, resolve_token
 from .logs import setup_logging
 
 log = logging.getLogger("panewatch")
@@ -31,6 +31,8 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     except TokenError as exc:
         raise SystemExit(f"panewatch: {exc}") from None
     generated = origin == "generated"
+    if not protect_process():
+        log.warning("could not make the server non-dumpable: agents of this user can read its memory")
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
                             ws_ping_interval=20, lifespan="on", access_log=False)
