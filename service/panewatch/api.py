@@ -9,7 +9,6 @@ socket is ready, so a stuck browser costs nothing but its own frames.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from contextlib import asynccontextmanager, suppress
@@ -25,10 +24,9 @@ from starlette.websockets import WebSocketState
 from . import __version__
 from . import metrics
 from . import transcript as transcripts
-from . import validation
-from .auth import COOKIE, Gate, origin_allowed, presented_token, token_matches
+from . import reports, validation
+from .auth import COOKIE, Gate, origin_allowed, token_matches
 from .config import Settings
-from .hooks import UnknownPayload
 from .http_guard import HostAllowList, HttpGuard
 from .identity import resolve_token, state_dir
 from .login import Logins
@@ -150,24 +148,8 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     runtime.reaper = reaper
 
     def take_report(sid: str, body: bytes) -> tuple[int, dict[str, Any]]:
-        """A report's body for session ``sid`` (caller already authorised): parsed, cleaned, applied."""
-        try:
-            payload = validation.parse_json(body)
-        except validation.BadJson as exc:
-            return 422, {"detail": str(exc)}
-        if not isinstance(payload, dict):
-            return 422, {"detail": "the body must be a JSON object"}
-        payload = validation.clean_report(payload)
-        try:
-            result = runtime.report(sid, payload)
-        except UnknownPayload as exc:
-            return 422, {"detail": validation.clean_text(str(exc))}
-        except NotFound:
-            return 403, {"detail": "wrong report token for this session, or no such session"}
-        if result is None:
-            return 202, {"accepted": False, "reason": "event not used for state", "event": payload.get("hook_event_name")}
-        return 202, {"accepted": True, "state": result.state, "event": result.event,
-                     "session_state": runtime.sessions[sid].decision.state}
+        return reports.take_report(sid, body, runtime.report, lambda s: runtime.sessions[s].decision.state,
+                                   gone=(NotFound,))
 
     def session_roots() -> dict[int, str]:
         return {s.proc.pid: sid for sid, s in runtime.sessions.items() if s.proc is not None and s.proc.alive}
@@ -197,23 +179,9 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     app.state.logins = logins
 
     def refusal(conn: Any) -> tuple[int, str, dict[str, str]] | None:
-        """Who may reach a path, decided before its body is read (``HttpGuard``)."""
-        path = conn.url.path
-        if path.startswith("/api/") or (path == "/metrics" and not settings.metrics_public):
-            why = gate.check(conn)
-            if why == "missing":
-                return 401, "missing token: send Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"}
-            if why == "wrong":
-                return 403, "wrong token", {}
-        elif path == "/report":
-            presented = presented_token(conn)
-            if presented is None:
-                return 401, "missing report token (Authorization: Bearer <report token>)", {"WWW-Authenticate": "Bearer"}
-            sid = conn.query_params.get("session") or conn.headers.get("x-panewatch-session")
-            target = runtime.sessions.get(sid) if sid else None
-            if target is None or not token_matches(presented, target.report_token):
-                return 403, "wrong report token for this session, or no such session", {}
-        return None
+        live = runtime.sessions.get
+        return gate.refusal(conn, metrics_public=settings.metrics_public,
+                            report_token_of=lambda sid: (s.report_token if (s := live(sid)) else None))
 
     app.add_middleware(
         HttpGuard, hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host), authorize=refusal,

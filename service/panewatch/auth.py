@@ -10,6 +10,7 @@ service's own address and an explicit allow-list.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -20,6 +21,10 @@ from .login import COOKIE, Logins
 __all__ = ["COOKIE", "Gate", "new_token", "origin_allowed", "presented_token", "token_matches"]
 
 Refusal = Literal["missing", "wrong"]
+#: (status, reason, headers) for ``HttpGuard``.
+HttpRefusal = tuple[int, str, dict[str, str]]
+#: The one answer for a wrong report token and an unknown session (no oracle of which exist).
+REPORT_REFUSED = "wrong report token for this session, or no such session"
 
 
 def new_token() -> str:
@@ -60,6 +65,27 @@ class Gate:
         if login is None:
             return "missing"
         return None if self.logins.valid(login) else "wrong"
+
+    def refusal(self, conn: HTTPConnection, *, metrics_public: bool,
+                report_token_of: Callable[[str], str | None]) -> HttpRefusal | None:
+        """Who may reach a path, decided from the head alone, before any body byte is read
+        (``HttpGuard``'s ``authorize``). ``report_token_of(sid)``: a session's report token, or None."""
+        path = conn.url.path
+        if path.startswith("/api/") or (path == "/metrics" and not metrics_public):
+            why = self.check(conn)
+            if why == "missing":
+                return 401, "missing token: send Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"}
+            if why == "wrong":
+                return 403, "wrong token", {}
+        elif path == "/report":
+            presented = presented_token(conn)
+            if presented is None:
+                return 401, "missing report token (Authorization: Bearer <report token>)", {"WWW-Authenticate": "Bearer"}
+            sid = conn.query_params.get("session") or conn.headers.get("x-panewatch-session")
+            expected = report_token_of(sid) if sid else None
+            if expected is None or not token_matches(presented, expected):
+                return 403, REPORT_REFUSED, {}
+        return None
 
 
 def origin_allowed(conn: HTTPConnection, extra: list[str]) -> bool:
