@@ -142,4 +142,24 @@ async def test_pane_a_cannot_change_pane_b_state(tmp_path):
             assert r.status_code == 403 and r.text == body["to_b"]
             r = await c.post("/report", content=b"[" * 30000)
             assert r.status_code == 403  # refused before its body is even read
-        assert Path(sock).stat().st_mode & 0o077 == 0 and Path(sock).parent.stat().st_mode & 0o077 == 0
+        # anyone may connect (agents of another user too): the caller's ancestry is what decides
+        assert Path(sock).stat().st_mode & 0o777 == 0o666
+
+
+def test_login_ids_expire_are_revocable_across_restarts_and_die_with_the_token(tmp_path):
+    from panewatch.login import Logins
+
+    now = [1000.0]
+    revoked = tmp_path / "revoked.json"
+    logins = Logins("token-one-123", 60, revoked_file=revoked, clock=lambda: now[0])
+    a, b = logins.issue(), logins.issue()
+    assert "token-one-123" not in a and logins.valid(a) and logins.valid(b)
+    assert not logins.valid(a[:-1] + ("0" if a[-1] != "0" else "1"))  # a forged mac
+    nonce, expiry, mac = a.split(".")
+    assert not logins.valid(f"{nonce}.{int(expiry) + 3600}.{mac}")  # a stretched expiry
+    assert logins.revoke(a) and not logins.valid(a)
+    restarted = Logins("token-one-123", 60, revoked_file=revoked, clock=lambda: now[0])
+    assert restarted.valid(b) and not restarted.valid(a)  # same token: logged in, revocation kept
+    assert not Logins("another-token-456", 60, clock=lambda: now[0]).valid(b)  # a new token logs out
+    now[0] += 61
+    assert not restarted.valid(b)  # expired

@@ -27,6 +27,7 @@ import logging
 import os
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -257,6 +258,7 @@ class Reaper:
         self.state_dir = state_dir
         self.cgroups: Cgroups | None = Cgroups.detect() if cgroups is True else (cgroups or None)
         self.live: dict[str, Containment] = {}
+        self._lock = threading.Lock()  # kills run in worker threads; the registry is written from both
         self._lock_fd: int | None = None
         self._registry: Path | None = None
 
@@ -335,16 +337,23 @@ class Reaper:
 
     def started(self, c: Containment, pid: int) -> None:
         c.root = pid
-        self.live[c.session] = c
-        self._save()
+        if c.cgroup is not None and pid not in Cgroups.procs(c.cgroup):
+            log.warning("session %s did not join its cgroup: the marker variable contains it", c.session)
+            Cgroups.remove(c.cgroup)
+            c.cgroup = None
+        with self._lock:
+            self.live[c.session] = c
+            self._save()
 
     def members(self, c: Containment, include_root: bool = False) -> set[int]:
-        """Live processes of this containment right now."""
-        found = set(with_marker([c.marker]))
-        if c.cgroup is not None:
-            found |= {p for p in Cgroups.procs(c.cgroup) if live(p)}
-        if include_root and c.root is not None:
-            found |= descendants(c.root)
+        """Live processes of this containment right now. A cgroup holds every descendant (each is
+        born in it), so its list is enough; without one, marker holders and the root's tree."""
+        if c.cgroup is not None and c.cgroup.is_dir():
+            found = {p for p in Cgroups.procs(c.cgroup) if live(p)}
+        else:
+            found = set(with_marker([c.marker]))
+            if include_root and c.root is not None:
+                found |= descendants(c.root)
         found.discard(os.getpid())
         return found
 
@@ -381,9 +390,10 @@ class Reaper:
             if not Cgroups.remove(c.cgroup):
                 self.kill(c, include_root=False)
                 Cgroups.remove(c.cgroup)
-        if self.live.get(c.session) is c:
-            del self.live[c.session]
-            self._save()
+        with self._lock:
+            if self.live.get(c.session) is c:
+                del self.live[c.session]
+                self._save()
 
     def _save(self) -> None:
         """Write the registry atomically (the lock lives on its own file, so a rename is safe)."""

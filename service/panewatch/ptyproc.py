@@ -98,6 +98,7 @@ class PtyProcess:
         if why is not None:
             raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {why}")
         self._reaper = reaper
+        self._tree_killed = False
         self.containment: Containment | None = reaper.contain(session or "pane") if reaper else None
         if self.containment is not None:
             env = {**(env if env is not None else os.environ), **self.containment.env}
@@ -249,7 +250,8 @@ class PtyProcess:
 
     async def terminate(self, grace: float = 2.0) -> int | None:
         """SIGHUP, then SIGKILL after ``grace`` seconds, then every process the child started
-        (contained ones that left its group too); returns the exit code."""
+        (contained ones that left its group too, also when the child itself had already exited);
+        returns the exit code. The tree is killed off the loop's thread."""
         if self.alive:
             self.signal(signal.SIGHUP)
             self.signal(signal.SIGCONT)
@@ -263,7 +265,8 @@ class PtyProcess:
                 while self.alive:
                     await asyncio.sleep(0.01)
         if self.containment is not None and self._reaper is not None:
-            await self._reaper.kill_async(self.containment)
+            await self._reaper.kill_async(self.containment, include_root=self.alive)
+            self._tree_killed = True
         return self.returncode
 
     def kill_tree(self) -> int:
@@ -276,7 +279,8 @@ class PtyProcess:
     def close(self) -> None:
         """Kill what the child left behind, release the master and the pidfd."""
         if self.containment is not None and self._reaper is not None:
-            self.kill_tree()
+            if not self._tree_killed:  # not terminated first: kill here (a few /proc scans)
+                self.kill_tree()
             self._reaper.release(self.containment)
             self.containment = None
         if self._reading:

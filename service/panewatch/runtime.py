@@ -306,7 +306,7 @@ class Runtime:
         return session
 
     async def _terminate(self, session: Session) -> None:
-        if session.proc and session.proc.alive:
+        if session.proc:  # also when exited: what it left running dies with the session
             await session.proc.terminate()
 
     def resize(self, sid: str, rows: int, cols: int) -> Session:
