@@ -10,7 +10,7 @@ group, and one that ignores SIGHUP outlives the terminal. Each session is *conta
   descendant that does not wipe its environment, plus the ancestry of the pane's root process.
   Members are stopped (SIGSTOP) until a scan finds no new one, then killed.
 
-Live containments are recorded in ``panes-<server pid>.json`` in the state folder, locked for the
+Live containments are recorded in ``panes-<server pid>-<n>.json`` in the state folder, locked for the
 server's lifetime; a start that can take the lock of another file knows its server died without
 cleaning up (SIGKILL), kills what it recorded, and says so in one log line.
 
@@ -269,7 +269,7 @@ class Reaper:
             return 0
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         killed = self.cleanup_leftovers()
-        lock = self.state_dir / f"panes-{os.getpid()}.lock"
+        lock = self.state_dir / f"panes-{os.getpid()}-{secrets.token_hex(3)}.lock"
         self._lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._registry = lock.with_suffix(".json")

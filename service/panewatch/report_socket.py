@@ -141,13 +141,24 @@ class ReportSocket:
 
 
 def socket_path(state_dir: Path) -> Path:
-    """``<state_dir>/report-<pid>.sock``, or a private temporary folder when that path is longer
-    than a Unix socket address may be."""
-    path = Path(state_dir) / f"report-{os.getpid()}.sock"
-    if len(os.fsencode(path)) < 100:
-        return path
+    """``<state_dir>/report.sock`` — a stable name, so that agents that outlive a server (tmux)
+    reach the next one — unless a live server answers there (then a name of this server's own), or
+    the path is longer than a Unix socket address may be (then a private temporary folder)."""
+    import secrets
     import tempfile
 
+    path = Path(state_dir) / "report.sock"
+    if path.exists():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+            path = Path(state_dir) / f"report-{os.getpid()}-{secrets.token_hex(3)}.sock"
+        except OSError:
+            pass  # stale: the server that made it is gone
+        finally:
+            probe.close()
+    if len(os.fsencode(path)) < 100:
+        return path
     return Path(tempfile.mkdtemp(prefix="panewatch-")) / "report.sock"
 
 
