@@ -174,8 +174,8 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            async def gone() -> Message:
-                return message
+            async def gone(last: Message = message) -> Message:
+                return last
             return bytes(chunks), gone
         chunks += message.get("body", b"")
         if len(chunks) > limit:

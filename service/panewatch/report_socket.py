@@ -15,9 +15,12 @@ HTTP/1.1 is parsed with ``h11`` (what uvicorn uses), so ``curl --unix-socket`` w
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import secrets
 import socket
+import tempfile
 import struct
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -121,8 +124,6 @@ class ReportSocket:
     @staticmethod
     async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
                       answer: dict[str, Any]) -> None:
-        import json
-
         body = json.dumps(answer, ensure_ascii=True).encode()
         try:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
@@ -144,9 +145,6 @@ def socket_path(state_dir: Path) -> Path:
     """``<state_dir>/report.sock`` — a stable name, so that agents that outlive a server (tmux)
     reach the next one — unless a live server answers there (then a name of this server's own), or
     the path is longer than a Unix socket address may be (then a private temporary folder)."""
-    import secrets
-    import tempfile
-
     path = Path(state_dir) / "report.sock"
     if path.exists():
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

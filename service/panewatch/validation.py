@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, StringConstraints
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 #: Deepest JSON any endpoint takes (a hook payload is 3 levels deep; 64 leaves room).
 MAX_JSON_DEPTH = 64
@@ -177,7 +177,7 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
     return JSONResponse(status_code=422, content={"detail": short_errors(exc)})
 
 
-async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+async def http_error_handler(request: Request, exc: Exception) -> Response:
     """Starlette's HTTPException answer, with the detail cleaned and cut (it may quote input)."""
     assert isinstance(exc, StarletteHTTPException)
     detail: Any = exc.detail
@@ -185,8 +185,7 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
         detail = clean_text(detail, 1000)
     headers = getattr(exc, "headers", None)
     if exc.status_code in (204, 304):
-        from starlette.responses import Response
-        return Response(status_code=exc.status_code, headers=headers)  # type: ignore[return-value]
+        return Response(status_code=exc.status_code, headers=headers)
     return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=headers)
 
 
