@@ -226,7 +226,8 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
             response = RedirectResponse("/", status_code=303)
             # a login id, not the token: it expires and POST /logout revokes it
             response.set_cookie(COOKIE, logins.issue(), httponly=True, samesite="strict",
-                                max_age=int(settings.login_ttl_s))
+                                max_age=int(settings.login_ttl_s),
+                                secure=(settings.public_url or "").startswith("https:"))
             return response
         why = gate.check(request)
         if why == "missing":

@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from .auth import new_token
 from .config import Settings, default_state_dir
@@ -58,11 +60,20 @@ def resolve_token(settings: Settings) -> tuple[Settings, str]:
     return settings.model_copy(update={"token": new_token()}), "generated"
 
 
-def state_dir(settings: Settings) -> os.PathLike[str]:
+def state_dir(settings: Settings) -> Path:
     """The state folder, made on first use: 0711, so that agents of another user can reach the
     report socket by its name but list nothing (it holds no secret: pids, markers, revoked ids)."""
     path = settings.state_dir or default_state_dir()
-    path.mkdir(parents=True, exist_ok=True, mode=0o711)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o711)
+    except OSError as exc:
+        if settings.state_dir is not None:
+            raise
+        fallback = Path(tempfile.mkdtemp(prefix="panewatch-state-"))
+        os.chmod(fallback, 0o711)
+        log.warning("cannot use %s (%s): state in %s, so a killed server's leftovers are not cleaned up "
+                    "by the next start; set --state-dir", path, exc.strerror, fallback)
+        return fallback
     return path
 
 
