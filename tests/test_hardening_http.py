@@ -210,3 +210,21 @@ def test_unauthenticated_40mb_body_is_refused_before_it_is_read(tmp_path, capsys
         assert anon_s < 1.0 and big_s < 1.0  # the figure itself is printed; 3.2 s before the guard
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("spec", [
+    {"command": ["echo", "a\x00b"]},
+    {"command": ["echo", "\ud800"]},
+    {"command": ["true"], "env": {"A=B": "x"}},
+    {"command": ["true"], "env": {"A": "x\x00"}},
+], ids=["nul-arg", "surrogate-arg", "eq-key", "nul-env"])
+async def test_the_engine_alone_never_leaves_a_ghost(runtime, spec):
+    """Below the API's validation too: an argv or env the OS refuses is refused before any session
+    exists (never a `working` one without a process, never a session the list cannot encode)."""
+    from panewatch.runtime import SessionError
+    from panewatch.session import SessionSpec
+
+    with pytest.raises(SessionError) as refused:
+        runtime.create(SessionSpec(**spec))
+    assert "NUL" in str(refused.value) or "encode" in str(refused.value) or "bad name" in str(refused.value)
+    assert runtime.sessions == {}

@@ -52,7 +52,7 @@ def _child_setup(cgroup: Path | None) -> Callable[[], None]:
     return setup
 
 
-def _unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | None) -> str | None:
+def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | None) -> str | None:
     """Why the OS cannot take these strings (NUL, lone surrogates, '=' in a name), or None."""
     def bad(text: str) -> bool:
         if "\x00" in text:
@@ -94,7 +94,7 @@ class PtyProcess:
         session: str | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
-        why = _unencodable(argv, cwd, env)
+        why = unencodable(argv, cwd, env)
         if why is not None:
             raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {why}")
         self._reaper = reaper

@@ -23,7 +23,7 @@ from .hooks import claude_settings, state_from_payload
 from .identity import agent_env
 from .manifest import ManifestStore
 from .notify import Notifier
-from .ptyproc import PtyProcess, SpawnError
+from .ptyproc import PtyProcess, SpawnError, unencodable
 from .proctree import Reaper
 from .session import Session, SessionSpec, expand_command, resolve_program
 from .signals import Decision, Report
@@ -221,6 +221,9 @@ class Runtime:
             argv = expand_command(manifest.manifest.command)
         else:
             raise SessionError("give a command, or an agent whose manifest has a launch command")
+        why = unencodable(argv, spec.cwd, spec.env)
+        if why is not None:  # before any session exists: all or nothing
+            raise SessionError(why)
         if spec.cwd and not os.path.isdir(spec.cwd):
             raise SessionError(f"cwd {spec.cwd!r} is not a folder")
         if not (2 <= spec.rows <= 500 and 10 <= spec.cols <= 1000):
