@@ -36,6 +36,8 @@ log = logging.getLogger("panewatch.report")
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 5.0
+#: Connections served at once; more are closed at once (a pane opening thousands costs nothing).
+MAX_CONNECTIONS = 64
 #: The one refusal for "not your pane" and "no such pane": no oracle of which sessions exist.
 NOT_YOURS = (403, {"detail": "this process belongs to no session it may report for"})
 
@@ -57,6 +59,7 @@ class ReportSocket:
         self.roots = roots
         self.handle = handle
         self._server: asyncio.base_events.Server | None = None
+        self._open = 0
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -86,6 +89,16 @@ class ReportSocket:
         return sid, None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._open >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._open += 1
+        try:
+            await self._serve_one(reader, writer)
+        finally:
+            self._open -= 1
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
         try:
             pid, uid = peer_pid(writer.get_extra_info("socket"))
