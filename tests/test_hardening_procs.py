@@ -16,6 +16,17 @@ from panewatch.proctree import MARKER_VAR, Cgroups, Reaper, live
 from panewatch.ptyproc import PtyProcess
 
 HAVE_CGROUPS = Cgroups.detect() is not None
+FREEZER_V1 = Path("/sys/fs/cgroup/freezer")
+
+
+def v1_freezer() -> Cgroups | None:
+    """The v1 freezer hierarchy, used when no v2 one is writable (tested here even when v2 is)."""
+    base = FREEZER_V1 / "panewatch"
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return Cgroups(base, 1) if (FREEZER_V1 / "freezer.state").exists() or (base / "freezer.state").exists() else None
 
 
 def stubborn_command(out: Path) -> list[str]:
@@ -70,16 +81,20 @@ def test_after_a_server_sigkill_the_next_start_kills_the_leftovers(tmp_path):
         kill_all(pids)
 
 
-@pytest.mark.parametrize("cgroups", [False, True], ids=["marker", "cgroup"])
-async def test_ptyprocess_terminate_and_close_contain_the_whole_tree(tmp_path, cgroups):
-    if cgroups and not HAVE_CGROUPS:
+@pytest.mark.parametrize("kind", ["marker", "cgroup", "cgroup-v1"])
+async def test_ptyprocess_terminate_and_close_contain_the_whole_tree(tmp_path, kind):
+    cgroups: Cgroups | bool = kind == "cgroup"
+    if kind == "cgroup" and not HAVE_CGROUPS:
         pytest.skip("this machine lets the server make no cgroup (no writable freezer / cgroup v2 here)")
+    if kind == "cgroup-v1":
+        cgroups = v1_freezer() or pytest.skip("no writable v1 freezer hierarchy here")
     reaper = Reaper(tmp_path / "state", cgroups=cgroups)
     reaper.open()
     out = tmp_path / "pids"
     # without a cgroup the marker variable is the net: a child that wipes its environment *and*
     # leaves the tree escapes it (README: Threat model), so the marker variant keeps its env
     script = STUBBORN if cgroups else STUBBORN.replace("env -i ", "")
+    cgroups = bool(cgroups)
     exited: list[int] = []
     proc = PtyProcess(["bash", "--norc", "--noprofile", "-c", script, "bash", str(out)],
                       on_output=lambda data: None, on_exit=exited.append, reaper=reaper, session="t1")
@@ -89,7 +104,7 @@ async def test_ptyprocess_terminate_and_close_contain_the_whole_tree(tmp_path, c
     assert f"{MARKER_VAR}={proc.containment.marker}".encode() in environ
     await proc.terminate(grace=0.5)
     proc.close()
-    _assert_all_dead(pids, f"PtyProcess.terminate ({'cgroup' if cgroups else 'marker'})")
+    _assert_all_dead(pids, f"PtyProcess.terminate ({kind})")
     reaper.close()
     assert not list((tmp_path / "state").glob("panes-*"))
 
