@@ -21,7 +21,19 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="address to bind; loopback unless you mean it")
     port: int = Field(8765, ge=0, le=65535, description="port to bind (0 picks a free one)")
-    token: str | None = Field(None, min_length=8, description="API token; random and printed if unset")
+    token: str | None = Field(
+        None, min_length=8,
+        description="API token; random, kept in memory and printed if unset (agents of the same user can read "
+                    "this one from the server's argv or environment: prefer token_file)")
+    token_file: Path | None = Field(None, description="file whose first line is the API token (keep it 0600)")
+    state_dir: Path | None = Field(
+        None, description="private folder for the report socket and the pane registry "
+                          "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names accepted besides loopback ones and public_url's (DNS-rebinding guard)")
+    max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30, description="largest request body of any endpoint")
+    login_ttl_s: float = Field(12 * 3600.0, gt=0, description="life of a dashboard login (its cookie)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
         "sweep", description="sweep: classify every sweep_ms; change: shortly after output pauses")
@@ -46,7 +58,14 @@ class Settings(BaseSettings):
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
-    @field_validator("manifests", "transcripts")
+    @field_validator("token_file")
+    @classmethod
+    def _file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value} is not a file")
+        return value
+
+    @field_validator("manifests", "transcripts", "state_dir")
     @classmethod
     def _folder(cls, value: Path | None) -> Path | None:
         if value is not None and value.exists() and not value.is_dir():
@@ -90,6 +109,12 @@ class ConfigError(ValueError):
 SECRET_FIELDS = frozenset({"token"})
 
 
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/panewatch``, else ``~/.local/state/panewatch``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "panewatch"
+
+
 def _list_fields() -> set[str]:
     return {n for n, f in Settings.model_fields.items() if get_origin(f.annotation) is list}
 
@@ -124,7 +149,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["help"] = f"{field.description}; repeat the flag for several (env {env_name(name)} " \
                              "as a JSON list; default none)"
         elif Path in get_args(field.annotation):
-            kwargs["metavar"] = "FILE" if name == "config" else "DIR"
+            kwargs["metavar"] = "FILE" if name in ("config", "token_file") else "DIR"
         else:
             kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
         parser.add_argument(flag_name(name), **kwargs)

@@ -3,11 +3,16 @@ engine the same way, so an option added to ``Settings`` reaches all of them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .config import Settings
 from .engine import Engine
 from .hosts.base import PaneHost
+from .hosts.pty import PtyHost
+from .identity import state_dir
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
+from .proctree import Reaper
 
 
 def build_store(settings: Settings) -> ManifestStore:
@@ -15,7 +20,11 @@ def build_store(settings: Settings) -> ManifestStore:
     return ManifestStore.from_dirs(bundled_manifest_dir(), settings.manifests)
 
 
-def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None) -> Engine:
+def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
+                 private: Path | None = None) -> Engine:
+    """The engine; by default on the pty host with a reaper in the state folder (``private``, else
+    ``state_dir(settings)``), so every process of a pane dies with it and with the server."""
+    host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
                         command=settings.notify_command)
     return Engine(
