@@ -37,7 +37,7 @@ from .signals import Report
 from .states import Decision, State
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
-from .views import explain_view, screen_view
+from .views import agents_view, explain_view, screen_view
 
 log = logging.getLogger("panewatch.engine")
 
@@ -388,15 +388,8 @@ class Engine:
         return explain_view(session, decision, self.store, self.panes.clock.time())
 
     def agents(self) -> dict[str, Any]:
-        out = []
-        for name in self.store.agents():
-            m = self.store.get(name)
-            if m is None:
-                continue
-            out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
-                        "processes": m.manifest.processes, "command": m.manifest.command,
-                        "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
-        return {"agents": out, "errors": [e.as_dict() for e in self.store.errors.values()]}
+        """The loaded manifests, and every refused one with file, line and reason."""
+        return agents_view(self.store)
 
     async def transcript(self, sid: str) -> tuple[Path, int] | None:
         """The session's recording file and its size (also of a deleted session's kept file)."""

@@ -72,6 +72,19 @@ def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | N
     return None
 
 
+def _popen(argv: Sequence[str], slave: int, cwd: str | None, env: Mapping[str, str] | None,
+           cgroup: Path | None) -> subprocess.Popen[bytes]:
+    """The child on the pty's slave side, in a session of its own (and its cgroup, if any)."""
+    try:
+        return subprocess.Popen(
+            list(argv), stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+            env=dict(env) if env is not None else None, start_new_session=True,
+            preexec_fn=_child_setup(cgroup), close_fds=True,
+        )
+    except (OSError, ValueError, UnicodeError, subprocess.SubprocessError) as exc:
+        raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 class PtyProcess:
     """One child in its own session with the PTY slave as its controlling terminal.
 
@@ -112,20 +125,7 @@ class PtyProcess:
         master, slave = os.openpty()
         try:
             _set_size(master, rows, cols)
-            try:
-                self._proc = subprocess.Popen(
-                    list(argv),
-                    stdin=slave,
-                    stdout=slave,
-                    stderr=slave,
-                    cwd=cwd,
-                    env=dict(env) if env is not None else None,
-                    start_new_session=True,
-                    preexec_fn=_child_setup(self.containment.cgroup if self.containment else None),
-                    close_fds=True,
-                )
-            except (OSError, ValueError, UnicodeError, subprocess.SubprocessError) as exc:
-                raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+            self._proc = _popen(argv, slave, cwd, env, self.containment.cgroup if self.containment else None)
         except BaseException:
             os.close(master)
             if self.containment is not None and self._reaper is not None:
