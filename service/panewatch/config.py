@@ -47,7 +47,9 @@ class Settings(BaseSettings):
     cooldown_s: float = Field(30.0, ge=0, description="notifications: per session and state")
     notify_webhook: str | None = Field(None, description="URL that gets a JSON POST per notification")
     notify_command: str | None = Field(None, description="shell command run per notification (PANEWATCH_* env)")
-    public_url: str | None = Field(None, description="URL agents' hooks use to reach /report")
+    public_url: str | None = Field(
+        None, description="the service's URL as browsers and agents reach it (agents get it as PANEWATCH_URL; "
+                          "its host is allowed; https makes the login cookie Secure)")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on WebSockets")
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
