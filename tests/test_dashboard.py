@@ -101,7 +101,7 @@ def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) 
         response = page.goto(f"{server.url}/?token={server.token}")
         assert response is not None and response.status == 200
         assert page.url == f"{server.url}/"  # the token left the address bar
-        cookie = next(c for c in context.cookies() if c["name"] == "panewatch_token")
+        cookie = next(c for c in context.cookies() if c["name"] == "panewatch_login")
         assert cookie["httpOnly"]
         card = card_of(page, sid)
         expect(card.locator("h2")).to_have_text("hello-card")
@@ -127,7 +127,7 @@ def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server)
         assert response is not None and response.status == 403
         expect(page.locator("h1")).to_have_text("Wrong token")
         assert page.locator(".card").count() == 0
-        assert not any(c["name"] == "panewatch_token" for c in context.cookies())
+        assert not any(c["name"] == "panewatch_login" for c in context.cookies())
 
         response = page.goto(f"{server.url}/")
         assert response is not None and response.status == 401
@@ -135,7 +135,7 @@ def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server)
         assert sockets == []  # the refusal pages run no script
 
         # a forged cookie gets neither the API nor a byte from the state WebSocket
-        context.add_cookies([{"name": "panewatch_token", "value": "forged-token", "url": server.url}])
+        context.add_cookies([{"name": "panewatch_login", "value": "forged-token", "url": server.url}])
         assert page.request.get(f"{server.url}/api/sessions").status == 403
         outcome = page.evaluate("""url => new Promise(resolve => {
             const got = [];

@@ -31,13 +31,14 @@ from .notify import Notifier
 from .pane import Pane
 from .procinfo import Program, program_name
 from .panes import Panes
+from .ptyproc import unencodable
 from .scheduler import Mode, Timing
-from .session import Session, SessionSpec, child_env, expand_command
+from .session import Session, SessionSpec, agent_env, expand_command
 from .signals import Report
 from .states import Decision, Source, State
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
-from .views import explain_view, screen_view
+from .views import agents_view, explain_view, screen_view
 
 log = logging.getLogger("panewatch.engine")
 #: /send: an Enter followed by this much silence is pressed once more.
@@ -69,7 +70,7 @@ class Engine:
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time,
+                 wall: Callable[[], float] = time.time, agent_vars: Mapping[str, str] | None = None,
                  programs: Callable[[int], Program | None] = program_name) -> None:
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
         if hosts is None:
@@ -85,6 +86,8 @@ class Engine:
         self.host = host if host is not None else next(iter(self.hosts.values()))
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
+        #: variables every agent gets besides its session's (the server sets the report socket's path)
+        self.agent_vars: dict[str, str] = dict(agent_vars or {})
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
         self.timing = Timing(mode=mode, sweep_s=sweep_ms / 1000, settle_s=settle_ms / 1000, cap_s=cap_ms / 1000,
@@ -154,6 +157,8 @@ class Engine:
             argv = expand_command(manifest.manifest.command)
         else:
             raise InvalidRequest("give a command, or an agent whose manifest has a launch command")
+        if (why := unencodable(argv, spec.cwd, spec.env)) is not None:
+            raise InvalidRequest(why)  # before any session exists: all or nothing
         if spec.cwd and not os.path.isdir(spec.cwd):
             raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
         _check_size(spec.rows, spec.cols)
@@ -171,9 +176,9 @@ class Engine:
             pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
                                     program=os.path.basename(argv[0])))
         session = Session(sid, spec, argv, pane, chosen, host.kind)
-        env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
-                                     "PANEWATCH_REPORT_TOKEN": session.report_token,
-                                     "PANEWATCH_URL": self.service_url})
+        # no report token here: any pane of this user can read another's environment
+        env = agent_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url,
+                                     **self.agent_vars})
         launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
@@ -181,6 +186,9 @@ class Engine:
         except SpawnError as exc:
             panes.failed(session, str(exc))
             return session.info()
+        except BaseException:
+            panes.discard(session)  # all or nothing: no session without its process
+            raise
         pane.own_pid = session.handle.pid
         self._record(session)
         log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
@@ -273,12 +281,17 @@ class Engine:
         return session.info()
 
     # -- reports ---------------------------------------------------------------------------
-    def report_token_matches(self, sid: str, presented: str) -> bool:
-        """Whether ``presented`` is this session's own report token (constant time)."""
-        return secrets.compare_digest(presented.encode(), self._session(sid).report_token.encode())
+    def agent_roots(self) -> dict[int, str]:
+        """``{pid: session id}`` of every running agent: a report's caller belongs to the session
+        whose agent is that process or one of its ancestors (``report_socket``)."""
+        if self._panes is None:
+            return {}
+        return {s.handle.pid: sid for sid, s in self._panes.sessions.items()
+                if s.handle is not None and s.handle.pid is not None and s.handle.alive}
 
     def report_token(self, sid: str) -> str:
-        """The token an agent's hooks authenticate with (it is in the agent's environment)."""
+        """The session's token for reports over TCP. Agents never get it (any pane of the user could
+        read it from their environment): their hooks use the report socket, see ``agent_roots``."""
         return self._session(sid).report_token
 
     def report(self, sid: str, payload: dict[str, Any]) -> Report | None:
@@ -457,15 +470,8 @@ class Engine:
         return explain_view(session, decision, self.store, self.panes.clock.time())
 
     def agents(self) -> dict[str, Any]:
-        out = []
-        for name in self.store.agents():
-            m = self.store.get(name)
-            if m is None:
-                continue
-            out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
-                        "processes": m.manifest.processes, "command": m.manifest.command,
-                        "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
-        return {"agents": out, "errors": [e.as_dict() for e in self.store.errors.values()]}
+        """The loaded manifests, and every refused one with file, line and reason."""
+        return agents_view(self.store)
 
     async def transcript(self, sid: str) -> tuple[Path, int] | None:
         """The session's recording file and its size (also of a deleted session's kept file)."""

@@ -63,6 +63,11 @@ class Panes:
         self.sessions[session.id] = session
         self.scheduler.add(session.id, session.pane)
 
+    def discard(self, session: Session) -> None:
+        """Undo ``add`` for a session whose launch failed unexpectedly (nothing was started)."""
+        self.sessions.pop(session.id, None)
+        self.scheduler.forget(session.id)
+
     def sink(self, session: Session) -> PaneSink:
         return _Sink(self, session)
 
@@ -89,9 +94,8 @@ class Panes:
     async def _end(self, session: Session) -> None:
         handle = session.handle
         if handle is not None:
-            try:
-                if handle.alive:
-                    await handle.terminate()
+            try:  # also when the agent exited: what it left running ends with the session
+                await handle.terminate()
             except HostError as exc:
                 log.warning("could not end the agent: %s", exc, extra={"session": session.id})
             handle.close()

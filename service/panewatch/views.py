@@ -1,4 +1,4 @@
-"""Read models of one session: its screen (with the prompt's options) and its explanation."""
+"""Read models: one session's screen (with the prompt's options) and its explanation; the agents."""
 
 from __future__ import annotations
 
@@ -95,3 +95,16 @@ def explain_view(session: Session, decision: Decision, store: ManifestStore, now
                    "evidence": t.evidence, "reason": t.reason} for t in traces],
         "rows": lines,
     }
+
+
+def agents_view(store: ManifestStore) -> dict[str, Any]:
+    """``GET /api/agents``: each loaded manifest in short, and every refused one with its reason."""
+    out = []
+    for name in store.agents():
+        m = store.get(name)
+        if m is None:
+            continue
+        out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
+                    "processes": m.manifest.processes, "command": m.manifest.command,
+                    "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
+    return {"agents": out, "errors": [e.as_dict() for e in store.errors.values()]}
