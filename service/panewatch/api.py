@@ -24,6 +24,7 @@ from starlette.websockets import WebSocketState
 
 from . import __version__
 from . import metrics
+from . import terminal_ws
 from . import transcript as transcripts
 from .auth import COOKIE, origin_allowed, presented_token, token_matches
 from .config import Settings
@@ -146,6 +147,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     app.state.runtime = runtime
     app.state.settings = settings
     app.state.store = store
+    terminal_ws.install(app)  # /ws/sessions/{sid}/term, GET /api/sessions/{sid}/prompt
 
     def require_token(request: Request) -> None:
         presented = presented_token(request)
