@@ -1,41 +1,6 @@
-// Pure helpers (no DOM): reading a prompt's options off the screen, parsing a command line,
-// formatting durations. Kept free of side effects so the tests can import and call them.
-
-// The same shape the manifests call a horizontal rule (service/panewatch/manifest.py).
-const HORIZONTAL_RULE = /^\s*[╭╰├┌└]?[─━═]{8,}[╮╯┤┐┘]?\s*$/;
-
-// An option row of a Claude-style menu: "❯ 1. Yes", "  2. Yes, and don't ask again…", "3. No".
-// Also "> 1." and "› 1." used by other agents' menus.
-const OPTION_ROW = /^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$/;
-
-/**
- * The options of the prompt on screen, from the rows below the last horizontal rule
- * (or the bottom 12 rows when the screen has no rule).
- * Returns [{option: 1, label: "Yes", selected: true}, ...], numbered 1, 2, 3... in order;
- * an empty list when no menu is found.
- */
-export function parseOptions(rows) {
-  if (!Array.isArray(rows)) return [];
-  let start = -1;
-  for (let i = rows.length - 1; i >= 0; i--) {
-    if (HORIZONTAL_RULE.test(rows[i] || "")) { start = i + 1; break; }
-  }
-  const region = start >= 0 ? rows.slice(start) : rows.slice(-12);
-  const options = [];
-  for (const row of region) {
-    const m = OPTION_ROW.exec(row || "");
-    if (!m) continue;
-    const n = Number(m[2]);
-    if (n !== options.length + 1) {
-      if (n === 1) options.length = 0; // a new menu starts: forget a stray earlier "1."
-      else continue;
-    }
-    const label = m[3].trim();
-    if (!label) continue;
-    options.push({ option: n, label, selected: Boolean(m[1]) });
-  }
-  return options.length >= 1 ? options : [];
-}
+// Pure helpers (no DOM): parsing a command line and environment lines, formatting durations
+// and commands. (A prompt's options come from the server, which read them off its
+// screen.) Kept free of side effects so the tests can import and call them.
 
 /**
  * An argv from what a user typed: a JSON array of strings, or words split on spaces with
@@ -129,4 +94,33 @@ export function shortPath(path) {
   if (!path) return "";
   const m = /^\/(?:home\/[^/]+|root|Users\/[^/]+)(?=\/|$)/.exec(path);
   return m ? `~${path.slice(m[0].length)}` : path;
+}
+
+/**
+ * A command for display: long JSON arguments (the hooks passed with --settings) shortened,
+ * so the details show what was run without a page of JSON.
+ */
+export function shortCommand(argv) {
+  if (!Array.isArray(argv)) return "";
+  return argv.map((a) => {
+    const s = String(a);
+    if (/^\s*[{[]/.test(s) && s.length > 40) return "{…}";
+    return /[\s"'\\]/.test(s) || s === "" ? JSON.stringify(s) : s;
+  }).join(" ");
+}
+
+/**
+ * Environment variables from "NAME=value" lines (blank lines and # comments skipped).
+ * Returns {NAME: value}; throws Error naming the first malformed line.
+ */
+export function parseEnv(text) {
+  const env = {};
+  (text || "").split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) return;
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (!m) throw new Error(`environment line ${i + 1}: write NAME=value (got “${line.slice(0, 40)}”)`);
+    env[m[1]] = m[2];
+  });
+  return env;
 }

@@ -119,6 +119,19 @@ class EventHub:
             sub.put(event)
 
 
+def prompt_reacted(before: list[str], cursor_row: int, screen: Any) -> bool:
+    """Whether the program answered a prompt: the cursor left the prompt's row, or another row
+    changed, or the prompt's row no longer starts with what it showed (more than an echo)."""
+    lines = screen.lines()
+    row = screen.cursor.row
+    if row != cursor_row or len(lines) != len(before):
+        return True
+    if any(old != new for i, (old, new) in enumerate(zip(before, lines)) if i != row):
+        return True
+    prompt = before[row] if 0 <= row < len(before) else ""
+    return not lines[row].startswith(prompt) if prompt else lines[row] != prompt
+
+
 class Runtime:
     """All sessions of one service."""
 
@@ -544,13 +557,16 @@ class Runtime:
             data = template.replace("{n}", str(option))
         else:
             data = keys or ""
+        before = (session.screen.lines(), session.screen.cursor.row)
         proc.write(data.encode())
         start = self.clock()
         took = False
         while self.clock() - start < deadline:
             await asyncio.sleep(0.05)
             decision = self.classify(session)
-            if decision.state != "blocked":
+            # the rule no longer matching is not enough: an echo ("^[" after "[y/N] ") breaks it
+            # while the program still waits; the agent must have reacted
+            if decision.state != "blocked" and prompt_reacted(*before, session.screen):
                 took = True
                 break
         return AnswerResult(took, decision.state, decision.rule, round(self.clock() - start, 3), data)
