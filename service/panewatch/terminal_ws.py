@@ -244,7 +244,7 @@ class TermClient:
 
     def __init__(self, session: Any) -> None:
         self.session = session
-        self.items: list[bytes | dict[str, Any]] = []
+        self.items: deque[bytes | dict[str, Any]] = deque()
         self.backlog = 0
         self.resync = False
         self.wake = asyncio.Event()
@@ -258,8 +258,7 @@ class TermClient:
         self.items.append(bytes(data))
         self.backlog += len(data)
         if self.backlog > CLIENT_BACKLOG:
-            self.items.clear()
-            self.backlog = 0
+            self.clear()
             self.resync = True
         self.wake.set()
 
@@ -272,9 +271,22 @@ class TermClient:
         self.meta_dirty = True
         self.wake.set()
 
-    def take(self) -> list[bytes | dict[str, Any]]:
-        items, self.items, self.backlog = self.items, [], 0
-        return items
+    def take(self) -> bytes | dict[str, Any] | None:
+        """The next message: a control message, or up to ``CHUNK`` bytes of output (what is
+        not taken yet still counts against the backlog, so a stuck socket trips the resync)."""
+        if not self.items:
+            return None
+        if isinstance(self.items[0], dict):
+            return self.items.popleft()
+        out = bytearray()
+        while self.items and not isinstance(self.items[0], dict) and len(out) < CHUNK:
+            out += self.items.popleft()  # type: ignore[operator]
+        self.backlog -= len(out)
+        return bytes(out)
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.backlog = 0
 
 
 def _meta(session: Any, store: Any) -> dict[str, Any]:
@@ -351,25 +363,16 @@ async def term(ws: WebSocket, sid: str) -> None:
             if client.resync:
                 session.feed_all()
                 client.resync = False
-                client.take()
+                client.clear()
                 rows, cols = client.size = (session.screen.rows, session.screen.cols)
+                log.info("a slow terminal client was resynchronised from the screen", extra={"session": session.id})
                 await send_json({"type": "size", "rows": rows, "cols": cols, "resync": True})
                 await ws.send_bytes(repaint(session.screen))
-            items = client.take()
-            pending = bytearray()
-            for item in items:
-                if isinstance(item, dict):
-                    if pending:
-                        await ws.send_bytes(bytes(pending))
-                        pending.clear()
-                    await send_json(item)
-                else:
-                    pending += item
-                    if len(pending) >= CHUNK:
-                        await ws.send_bytes(bytes(pending))
-                        pending.clear()
-            if pending:
-                await ws.send_bytes(bytes(pending))
+            item = client.take()
+            if isinstance(item, dict):
+                await send_json(item)
+            elif item:
+                await ws.send_bytes(item)
             if client.items or client.resync:
                 continue
             client.wake.clear()
