@@ -266,13 +266,21 @@ def shell() -> list[str]:
 SHELL_ENV = {"PS1": "sh$ ", "HISTFILE": "/dev/null"}
 
 
+CAPTURE_AGENT = r'''
+import os, sys, termios, time, tty
+path, rule, idle_line = sys.argv[1:4]
+fd = sys.stdin.fileno()
+tty.setraw(fd)
+with open(path, "rb") as f:
+    os.write(1, f.read())
+time.sleep(0.5)
+termios.tcflush(fd, termios.TCIFLUSH)  # the terminal's answers to the capture's queries are no key
+key = os.read(fd, 1).decode(errors="replace")
+os.write(1, ("\x1b[2J\x1b[H answered %s\r\n%s\r\n❯ \r\n%s\r\n%s\r\n" % (key, rule, rule, idle_line)).encode())
+time.sleep(600)
+'''
+
+
 def capture_agent(path: Path) -> list[str]:
     """Replays a raw capture of the real CLI, then waits for one key and says which it got."""
-    return _bash(
-        "stty raw -echo",
-        f"cat '{path}'",
-        "key=$(dd bs=1 count=1 2>/dev/null)",
-        "printf '\\x1b[2J\\x1b[H answered %s\\r\\n' \"$key\"",
-        _printf(f"{RULE}\n❯ \n{RULE}\n{IDLE_LINE}\n"),
-        "exec sleep 600",
-    )
+    return [sys.executable, "-c", CAPTURE_AGENT, str(path), RULE, IDLE_LINE]

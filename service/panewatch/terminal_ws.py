@@ -251,6 +251,7 @@ class TermClient:
         self.meta_dirty = True
         self.size = (session.screen.rows, session.screen.cols)
         self.held: list[str] = []
+        self.typed_tail = ""  # the last characters this client typed, to tell an echo of them
 
     def on_output(self, data: bytes) -> None:
         if self.resync:
@@ -413,6 +414,17 @@ async def term(ws: WebSocket, sid: str) -> None:
                      extra={"session": session.id})
 
 
+def _own_echo(session: Any, typed: str) -> bool:
+    """The "prompt" is the user's own typing: the cursor line ends with what they just typed
+    (``read -p "Go? [y/N]`` typed at a shell matches the yes/no rule as it is typed)."""
+    tail = typed.rstrip()[-6:]
+    if len(tail) < 2:
+        return False
+    row = session.screen.cursor.row
+    lines = session.screen.lines()
+    return 0 <= row < len(lines) and lines[row].rstrip().endswith(tail)
+
+
 def _write(session: Any, data: str) -> bool:
     proc = session.proc
     if proc is None or not proc.alive:
@@ -434,12 +446,14 @@ def handle(runtime: Any, session: Any, client: TermClient, msg: dict[str, Any]) 
             client.held.append(data)
             return {"type": "held", "bytes": sum(map(len, client.held))}
         decision = runtime.classify(session)
-        if decision.state == "blocked" and runtime.clock() - session.since_mono < HOLD_S:
+        if (decision.state == "blocked" and runtime.clock() - session.since_mono < HOLD_S
+                and not _own_echo(session, client.typed_tail)):
             client.held.append(data)
             log.info("held back %d key bytes typed %.2fs after the pane turned blocked (%s)", len(data),
                      runtime.clock() - session.since_mono, decision.rule, extra={"session": session.id})
             return {"type": "held", "bytes": len(data), "rule": decision.rule}
         _write(session, data)
+        client.typed_tail = (client.typed_tail + "".join(c for c in data if c.isprintable()))[-64:]
         log.info("typed %d bytes (pane %s)", len(data), decision.state, extra={"session": session.id})
         return None
     if kind == "release":
