@@ -136,6 +136,12 @@ def foreground(server: Server, sid: str) -> str | None:
         return c.get(f"/api/sessions/{sid}").json()["foreground"]
 
 
+def size_of(server: Server, sid: str) -> tuple[int, int]:
+    with server.client() as c:
+        info = c.get(f"/api/sessions/{sid}").json()
+    return info["rows"], info["cols"]
+
+
 def wait_until(check, timeout: float = 10.0) -> None:
     """Poll the server (not the page) until ``check()`` holds."""
     deadline = time.monotonic() + timeout
@@ -329,13 +335,21 @@ def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server
         wait_for_line(page, sid, "^3000$")
         screen = card_of(page, sid).locator(".screen .xterm")
 
+        def viewport_y() -> int:
+            return page.evaluate("id => window.panewatch.cards.get(id).term.viewportY", sid)
+
         def scroll_to_top() -> None:
             screen.hover()
-            for _ in range(40):
-                page.mouse.wheel(0, -20_000)
-                if page.evaluate("id => window.panewatch.cards.get(id).term.viewportY", sid) == 0:
+            bottom = viewport_y()
+            page.mouse.wheel(0, -300)  # the wheel scrolls back a few lines at a time
+            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id).term.viewportY < y",
+                                   arg=[sid, bottom])
+            screen.click()
+            for _ in range(200):  # Shift+PageUp a page at a time, as in xterm
+                page.keyboard.press("Shift+PageUp")
+                if viewport_y() == 0:
                     break
-            page.wait_for_function("id => window.panewatch.cards.get(id).term.viewportY === 0", arg=sid)
+            assert viewport_y() == 0
 
         scroll_to_top()
         rows = visible_rows(page, sid)
@@ -364,11 +378,8 @@ def test_large_view_resizes_the_pane_and_closing_restores_it(page, server: Serve
     wait_for_line(page, sid, r"^sh\$")
     card.get_by_role("button", name="Open large").click()
     expect(card).to_have_class(re.compile(r"\bcard-large\b"))
-    page.wait_for_function("id => { const s = window.panewatch.sessions.get(id); "
-                           "return s.rows !== 24 && s.cols !== 80; }", arg=sid)
-    with server.client() as c:
-        info = c.get(f"/api/sessions/{sid}").json()
-    rows, cols = info["rows"], info["cols"]
+    wait_until(lambda: size_of(server, sid) != (24, 80))
+    rows, cols = size_of(server, sid)
     assert cols > 80 and rows > 24  # 1280×900 holds more than 80×24 at 12 px
     size = page.evaluate("id => window.panewatch.cards.get(id).term.size", sid)
     assert size == {"rows": rows, "cols": cols}
@@ -382,8 +393,8 @@ def test_large_view_resizes_the_pane_and_closing_restores_it(page, server: Serve
     card.get_by_role("button", name="Close").focus()
     page.keyboard.press("Escape")
     expect(card).not_to_have_class(re.compile(r"\bcard-large\b"))
-    page.wait_for_function("id => { const s = window.panewatch.sessions.get(id); "
-                           "return s.rows === 24 && s.cols === 80; }", arg=sid)
+    wait_until(lambda: size_of(server, sid) == (24, 80))
+    page.wait_for_function("id => window.panewatch.cards.get(id).term.size.cols === 80", arg=sid)
 
 
 def test_large_view_is_a_modal_without_the_hooks_json(page, server: Server) -> None:
