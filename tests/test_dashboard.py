@@ -21,7 +21,6 @@ from dashboard_support import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
-    RULE,
     Server,
     echo_agent,
     free_port,
@@ -158,7 +157,7 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     calm = server.create(idle_agent("nothing to see"), name="calm")["id"]
     expect(card_of(page, calm).locator(".badge-state")).to_have_text("idle")
     page.get_by_role("button", name="Enable notifications").click()
-    expect(page.locator("#notify")).to_have_text("Notifications on")
+    expect(page.get_by_label("Notifications")).to_be_checked()  # allowed: now a switch
 
     sid = server.create(prompt_agent(work=3), name="asker")["id"]
     card = card_of(page, sid)
@@ -205,8 +204,11 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(card.locator(".prompt")).to_be_hidden()
     expect(card.locator(".send-text")).to_be_enabled()
     expect(page).to_have_title("Panewatch")
-    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", calm)  # back in creation order
     expect(card.locator(".badge-state")).to_have_text("idle")
+    # answered, the card keeps its place until the user moves on; then creation order again
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", sid)
+    card_of(page, calm).locator(".meta").click()
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", calm)
 
 
 def test_an_answer_that_no_longer_applies_says_so(page, server: Server) -> None:
@@ -249,7 +251,7 @@ def test_screen_keeps_the_agents_colours_and_the_cursor(page, server: Server) ->
     expect(bold).to_have_css("font-weight", "700")
     inverse = screen.locator("span", has_text="INV")
     expect(inverse).to_have_css("background-color", "rgb(220, 223, 228)")  # reverse video: fg as bg
-    expect(screen.locator(".cursor")).to_have_count(1)
+    expect(screen.locator(".xterm-cursor")).to_have_count(1)
 
 
 # --- creating, deleting, opening large -----------------------------------------------------
@@ -306,12 +308,11 @@ def test_open_one_session_large_and_close_it(page, server: Server) -> None:
     sid = server.create(idle_agent("look at me"), name="big", rows=30, cols=100)["id"]
     card = card_of(page, sid)
     expect(card.locator(".screen")).to_contain_text("look at me")
-    compact_lines = card.locator(".screen").evaluate("el => el.textContent.split('\\n').length")
-    assert compact_lines < 30  # blank rows below the text are not shown in the grid
+    assert card.locator(".xterm-rows > div").count() == 30  # the pane at its own size
     card.get_by_role("button", name="Open large").click()
     expect(card).to_have_class("card card-large")
     expect(page.locator("#backdrop")).to_be_visible()
-    assert card.locator(".screen").evaluate("el => el.textContent.split('\\n').length") == 30
+    expect(card.locator(".screen")).to_contain_text("look at me")
     expect(card.locator(".details")).to_contain_text(sid)
     page.keyboard.press("Escape")
     expect(card).to_have_class("card")
@@ -425,21 +426,16 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
 # --- the page's pure helpers, run in the browser ------------------------------------------------
 
 
-def test_option_and_command_parsing(page) -> None:
-    result = page.evaluate("""async (rule) => {
+def test_command_and_environment_parsing(page) -> None:
+    result = page.evaluate("""async () => {
         const m = await import('/static/parse.js');
         return {
-            claude: m.parseOptions([
-                ' 1. an agent reply mentioning options', rule,
-                ' Bash command', '   rm -rf build', ' Do you want to proceed?',
-                ' ❯ 1. Yes', "   2. Yes, and don't ask again for rm commands in /work", '   3. No',
-                '', ' Esc to cancel · Tab to amend']),
-            above_rule_only: m.parseOptions([' ❯ 1. Yes', '   2. No', rule, '> ', rule]),
-            no_rule: m.parseOptions(['Pick one:', '  1) red', '› 2) blue']),
             argv_words: m.parseCommand(`claude --model "opus 4" it\\\\'s 'a b'`),
             argv_json: m.parseCommand('["python", "-m", "x y"]'),
             empty: m.parseCommand('   '),
             bad: (() => { try { m.parseCommand('["a", 1]'); } catch (e) { return e.message; } })(),
+            env: m.parseEnv('A=1\\n\\n# note\\nB_2=x=y \\nC='),
+            bad_env: (() => { try { m.parseEnv('A=1\\n2B=x'); } catch (e) { return e.message; } })(),
             order: m.cardOrder([
                 { id: 'a', state: 'idle', since: 5, created: 1 },
                 { id: 'b', state: 'blocked', since: 9, created: 2 },
@@ -447,18 +443,13 @@ def test_option_and_command_parsing(page) -> None:
                 { id: 'd', state: 'working', since: 1, created: 4 }]),
             durations: [m.formatDuration(7), m.formatDuration(185), m.formatDuration(7500)],
         };
-    }""", RULE)
-    assert result["claude"] == [
-        {"option": 1, "label": "Yes", "selected": True},
-        {"option": 2, "label": "Yes, and don't ask again for rm commands in /work", "selected": False},
-        {"option": 3, "label": "No", "selected": False},
-    ]
-    assert result["above_rule_only"] == []
-    assert [o["label"] for o in result["no_rule"]] == ["red", "blue"]
+    }""")
     assert result["argv_words"] == ["claude", "--model", "opus 4", "it's", "a b"]
     assert result["argv_json"] == ["python", "-m", "x y"]
     assert result["empty"] is None
     assert "array of strings" in result["bad"]
+    assert result["env"] == {"A": "1", "B_2": "x=y", "C": ""}
+    assert result["bad_env"].startswith("environment line 2: write NAME=value")
     assert result["order"] == ["c", "b", "a", "d"]
     assert result["durations"] == ["7s", "3m 05s", "2h 05m"]
 

@@ -465,6 +465,7 @@ def test_reload_while_blocked_never_leaves_a_loading_note(page, server: Server) 
     wait_for_line(page, asker, r"^sh\$")
     type_in(page, asker, 'read -p "Go? [y/N] " a')
     page.keyboard.press("Enter")
+    wait_until(lambda: cursor_line(server, asker) == "Go? [y/N]")
     for sid in (trust, asker):
         expect(card_of(page, sid).locator(".badge-state")).to_have_text("blocked")
     page.reload()

@@ -92,6 +92,13 @@ export class TermView {
       case "ready":
         // written once xterm.js has parsed everything before it
         this.term.write("", () => {
+          // xterm.js draws no cursor until the user first focuses it; the pane's cursor is
+          // part of its screen, so show it now (private API, pinned with the vendored version)
+          const core = this.term._core;
+          if (core && core.coreService && !core.coreService.isCursorInitialized) {
+            core.coreService.isCursorInitialized = true;
+            this.term.refresh(0, this.term.rows - 1);
+          }
           this.term.scrollToBottom();
           this.loaded = true;
           this.handlers.onLoaded?.();
