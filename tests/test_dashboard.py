@@ -71,6 +71,7 @@ def open_dashboard(browser, server: Server, **context_options):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     response = page.goto(f"{server.url}/?token={server.token}")
     assert response is not None and response.status == 200
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
@@ -83,7 +84,7 @@ def page(browser, server: Server):
     yield page
     context.close()
     server.delete_all()
-    assert errors == [], f"uncaught errors in the page: {errors}"
+    assert errors == [], f"errors in the page's console: {errors}"
 
 
 def card_of(page, sid: str):

@@ -158,7 +158,9 @@ def repaint(screen: Any) -> bytes:
     """Bytes that draw the emulated screen on a terminal of its size: text with its colours,
     the cursor where it is (shown or hidden), and the input modes that change how keys are
     encoded (cursor keys, bracketed paste, mouse). Erasing the display keeps the scrollback."""
-    out = ["\x1b[0m\x1b[H\x1b[2J"]
+    # the same buffer as the pane (a full-screen program draws on the alternate one)
+    alternate = bool(getattr(screen, "alternate", False))
+    out = ["\x1b[?1049h" if alternate else "\x1b[?1049l", "\x1b[0m\x1b[H\x1b[2J"]
     for y, (line, runs) in enumerate(zip(screen.lines(), screen.styles())):
         if not line:
             continue
@@ -443,6 +445,8 @@ def handle(runtime: Any, session: Any, client: TermClient, msg: dict[str, Any]) 
         if session.proc is None or not session.proc.alive:
             return {"type": "error", "detail": "the session has exited"}
         if client.held:
+            if sum(map(len, client.held)) + len(data) > INPUT_MAX:
+                return {"type": "error", "detail": "too many keys held back: send or drop them first"}
             client.held.append(data)
             return {"type": "held", "bytes": sum(map(len, client.held))}
         decision = runtime.classify(session)
