@@ -284,3 +284,23 @@ time.sleep(600)
 def capture_agent(path: Path) -> list[str]:
     """Replays a raw capture of the real CLI, then waits for one key and says which it got."""
     return [sys.executable, "-c", CAPTURE_AGENT, str(path), RULE, IDLE_LINE]
+
+
+# Chromium logs every refused HTTP request and every failed WebSocket handshake in the console;
+# a 4xx the page asked for and explains (a refused send, a bad form field) or a connection the
+# page is retrying while the server restarts is no error of the page.
+_EXPECTED_NOISE = ("Failed to load resource: the server responded with a status of 409",
+                   "Failed to load resource: the server responded with a status of 422")
+_NETWORK_NOISE = ("Failed to load resource: net::ERR_CONNECTION_REFUSED", "WebSocket connection to",
+                  "Failed to load resource: the server responded with a status of 401",
+                  "Failed to load resource: the server responded with a status of 403")
+
+
+def console_errors(errors: list[str], *, network_down: bool = False):
+    """A ``page.on("console", …)`` handler that records the page's console errors."""
+    noise = _EXPECTED_NOISE + (_NETWORK_NOISE if network_down else ())
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error" and not msg.text.startswith(noise):
+            errors.append(msg.text)
+    return on_console

@@ -22,6 +22,7 @@ from dashboard_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     Server,
+    console_errors,
     echo_agent,
     free_port,
     idle_agent,
@@ -65,13 +66,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-def open_dashboard(browser, server: Server, **context_options):
+def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
     context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
     context.add_init_script(NOTIFICATION_STUB)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("console", console_errors(errors, network_down=network_down))
     response = page.goto(f"{server.url}/?token={server.token}")
     assert response is not None and response.status == 200
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
@@ -350,7 +351,7 @@ def test_server_restart_shows_a_banner_and_recovers(browser, tmp_path: Path) -> 
     srv = Server(token, port=free_port(), log_dir=tmp_path).start()
     context = None
     try:
-        context, page, errors = open_dashboard(browser, srv)
+        context, page, errors = open_dashboard(browser, srv, network_down=True)
         sid = srv.create(idle_agent("before the restart"), name="old")["id"]
         expect(card_of(page, sid).locator(".screen")).to_contain_text("before the restart")
         banner = page.locator("#banner")

@@ -25,6 +25,7 @@ from dashboard_support import (
     REPO,
     SHELL_ENV,
     Server,
+    console_errors,
     capture_agent,
     prompt_agent,
     shell,
@@ -62,20 +63,20 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server("term-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
+def server() -> Iterator[Server]:
+    srv = Server("term-" + secrets.token_urlsafe(12), log_dir=ARTIFACTS / "server-logs")
     srv.start()
     yield srv
     srv.stop()
 
 
-def open_dashboard(browser, server: Server, **context_options):
+def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
     context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
     context.add_init_script(NOTIFICATION_STUB)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("console", console_errors(errors, network_down=network_down))
     response = page.goto(f"{server.url}/?token={server.token}")
     assert response is not None and response.status == 200
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
@@ -587,25 +588,26 @@ def test_phone_width_targets_why_by_tap_and_screenshots(browser, server: Server)
 
 
 def test_terminal_socket_refuses_a_wrong_token_and_a_foreign_origin(server: Server) -> None:
-    import asyncio
-
-    import websockets
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
 
     sid = new_shell(server, "locked")
     url = server.url.replace("http", "ws") + f"/ws/sessions/{sid}/term"
 
-    async def closed_with(target: str, **kwargs) -> int | None:
-        async with websockets.connect(target, **kwargs) as ws:
+    def closed_with(target: str, **kwargs) -> int | None:
+        with connect(target, open_timeout=5, **kwargs) as ws:
             try:
-                await asyncio.wait_for(ws.recv(), 5)
-            except websockets.ConnectionClosed as exc:
+                ws.recv(timeout=5)
+            except ConnectionClosed as exc:
                 return exc.rcvd.code if exc.rcvd else None
         return None
 
     try:
-        assert asyncio.run(closed_with(url + "?token=wrong")) == 4403
-        assert asyncio.run(closed_with(url)) == 4401
-        assert asyncio.run(closed_with(url + f"?token={server.token}", origin="http://evil.example")) == 4403
+        assert closed_with(url + "?token=wrong") == 4403
+        assert closed_with(url) == 4401
+        assert closed_with(url + f"?token={server.token}", origin="http://evil.example") == 4403
+        with connect(url + f"?token={server.token}", open_timeout=5) as ws:
+            assert json.loads(ws.recv(timeout=5))["type"] == "hello"
     finally:
         server.delete_all()
 

@@ -253,7 +253,7 @@ class TermClient:
         self.meta_dirty = True
         self.size = (session.screen.rows, session.screen.cols)
         self.held: list[str] = []
-        self.typed_tail = ""  # the last characters this client typed, to tell an echo of them
+        self.typing_at: tuple[int, str] | None = None  # cursor row and line before the last keys
 
     def on_output(self, data: bytes) -> None:
         if self.resync:
@@ -416,15 +416,20 @@ async def term(ws: WebSocket, sid: str) -> None:
                      extra={"session": session.id})
 
 
-def _own_echo(session: Any, typed: str) -> bool:
-    """The "prompt" is the user's own typing: the cursor line ends with what they just typed
-    (``read -p "Go? [y/N]`` typed at a shell matches the yes/no rule as it is typed)."""
-    tail = typed.rstrip()[-6:]
-    if len(tail) < 2:
-        return False
+def _cursor_line(session: Any) -> tuple[int, str]:
     row = session.screen.cursor.row
     lines = session.screen.lines()
-    return 0 <= row < len(lines) and lines[row].rstrip().endswith(tail)
+    return row, (lines[row] if 0 <= row < len(lines) else "")
+
+
+def _own_echo(session: Any, typing_at: tuple[int, str] | None) -> bool:
+    """The "prompt" is the user's own typing: the cursor is still on the line they were typing
+    on and that line only grew (``read -p "Go? [y/N]`` typed at a shell matches the yes/no rule
+    as it is typed). A real prompt comes on a new line, or replaces the line."""
+    if typing_at is None or not typing_at[1].strip():
+        return False
+    row, line = _cursor_line(session)
+    return row == typing_at[0] and line.startswith(typing_at[1])
 
 
 def _write(session: Any, data: str) -> bool:
@@ -451,13 +456,13 @@ def handle(runtime: Any, session: Any, client: TermClient, msg: dict[str, Any]) 
             return {"type": "held", "bytes": sum(map(len, client.held))}
         decision = runtime.classify(session)
         if (decision.state == "blocked" and runtime.clock() - session.since_mono < HOLD_S
-                and not _own_echo(session, client.typed_tail)):
+                and not _own_echo(session, client.typing_at)):
             client.held.append(data)
             log.info("held back %d key bytes typed %.2fs after the pane turned blocked (%s)", len(data),
                      runtime.clock() - session.since_mono, decision.rule, extra={"session": session.id})
             return {"type": "held", "bytes": len(data), "rule": decision.rule}
+        client.typing_at = _cursor_line(session)
         _write(session, data)
-        client.typed_tail = (client.typed_tail + "".join(c for c in data if c.isprintable()))[-64:]
         log.info("typed %d bytes (pane %s)", len(data), decision.state, extra={"session": session.id})
         return None
     if kind == "release":
