@@ -197,12 +197,20 @@ def draw(lines):
     out.flush()
 def idle(note="", typed=""):
     draw(([note, ""] if note else []) + [RULE, "❯ " + typed, RULE, " ? for shortcuts"])
+pending = []
 def key(timeout=None):
-    r, _, _ = select.select([fd], [], [], timeout)
-    if not r:
-        return None
-    data = os.read(fd, 64).decode(errors="replace")
-    return data
+    """One key: a character, Esc, or an arrow's escape sequence (keys typed fast come together)."""
+    if not pending:
+        r, _, _ = select.select([fd], [], [], timeout)
+        if not r:
+            return None
+        data = os.read(fd, 1024).decode(errors="replace")
+        i = 0
+        while i < len(data):
+            n = 3 if data[i] == "\x1b" and data[i + 1:i + 2] in ("[", "O") and i + 2 < len(data) else 1
+            pending.append(data[i:i + n])
+            i += n
+    return pending.pop(0)
 idle()
 typed = ""
 while True:

@@ -341,7 +341,7 @@ export class Card {
 
   /** The terminal channel is slow or down: ask the HTTP API what the prompt is. */
   fetchPrompt() {
-    if (this.promptFetch) return;
+    if (this.promptFetch || this.destroyed) return;
     this.promptFetch = setTimeout(async () => {
       try {
         const r = await api.prompt(this.id);
@@ -524,6 +524,9 @@ export class Card {
   }
 
   destroy() {
+    clearTimeout(this.promptFetch);
+    this.promptFetch = null;
+    this.destroyed = true;
     clearTimeout(this.fadeTimer);
     clearTimeout(this.clearTimer);
     if (this.large) this.setLarge(false);
