@@ -302,10 +302,14 @@ export class Card {
       const buttons = [];
       if (kind === "options") {
         for (const o of p.options) {
+          // numbered options answer with their number; a menu without numbers with its keys
+          const label = o.option != null ? `${o.option}. ${o.label}` : o.label;
+          const answer = o.option != null ? { option: o.option } : { keys: o.keys };
           buttons.push(h("button", {
-            type: "button", class: `option${o.selected ? " selected" : ""}`, dataset: { option: String(o.option) },
-            onclick: () => this.ask({ kind: "answer", answer: { option: o.option }, label: `${o.option}. ${o.label}` }),
-          }, `${o.option}. ${o.label}`));
+            type: "button", class: `option${o.selected ? " selected" : ""}`,
+            dataset: o.option != null ? { option: String(o.option) } : {},
+            onclick: () => this.ask({ kind: "answer", answer, label }),
+          }, label));
         }
       } else if (kind === "yes_no") {
         for (const o of p.options) {
@@ -314,7 +318,7 @@ export class Card {
             onclick: () => this.ask({ kind: "answer", answer: { keys: o.keys }, label: o.label }),
           }, o.label));
         }
-      } else if (kind === "keys") {
+      } else if (kind === "keys" || kind === "text") {
         buttons.push(h("button", {
           type: "button", class: "option option-enter", title: "Press Enter (usually: the selected choice)",
           onclick: () => this.ask({ kind: "answer", answer: { keys: "\r" }, label: "Enter" }),
