@@ -339,7 +339,7 @@ export class Card {
     if (!p) this.fetchPrompt();
     this.promptNote.textContent = !p
       ? "Reading the prompt… (the terminal below shows it; answer there or with Esc)"
-      : kind === "keys" ? "No choices found on the screen: answer in the terminal, or send keys."
+      : kind === "keys" || kind === "text" ? "No choices found on the screen: answer in the terminal, or send keys."
         : kind === "password" ? "A password prompt: what you type here is sent as keys, not shown." : "";
   }
 
