@@ -429,6 +429,7 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
 
 
 def test_command_and_environment_parsing(page) -> None:
+    # (a prompt's options are read on the server: tests/test_prompts.py)
     result = page.evaluate("""async () => {
         const m = await import('/static/parse.js');
         return {
@@ -446,6 +447,7 @@ def test_command_and_environment_parsing(page) -> None:
             durations: [m.formatDuration(7), m.formatDuration(185), m.formatDuration(7500)],
         };
     }""")
+    assert "parseOptions" not in page.evaluate("async () => Object.keys(await import('/static/parse.js'))")
     assert result["argv_words"] == ["claude", "--model", "opus 4", "it's", "a b"]
     assert result["argv_json"] == ["python", "-m", "x y"]
     assert result["empty"] is None

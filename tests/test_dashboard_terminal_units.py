@@ -1,5 +1,6 @@
-"""The terminal channel's pure parts: the prompt read off a screen, the repaint, the history ring,
-and the check that an answer made the program react (not just echo)."""
+"""The terminal channel's pure parts (the repaint, the history ring, the modes read from the
+output), the server's prompt on real captures as the dashboard offers it, and the check that
+an answer made the program react (not just echo)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.runtime import prompt_reacted
+from panewatch.api.routes_terminal import History, PaneTerm, repaint
+from panewatch.engine import prompt_reacted
+from panewatch.prompts import read_prompt
 from panewatch.screen import Screen
-from panewatch.terminal_ws import History, find_options, repaint
 
 CAPTURES = Path(__file__).resolve().parent.parent / "fixtures" / "claude" / "2.1.332"
 
@@ -24,7 +26,9 @@ def screen_of(path: Path, rows: int, cols: int) -> Screen:
 def test_question_dialog_options_on_both_sides_of_its_inner_rule(size: str) -> None:
     rows, cols = map(int, size.split("x"))
     lines = screen_of(CAPTURES / f"blocked-question-{size}.raw", rows, cols).lines()
-    options = find_options(lines)
+    prompt = read_prompt(lines)
+    options = prompt.options
+    assert prompt.kind == "options"
     assert [o["option"] for o in options] == [1, 2, 3, 4]
     assert options[0] == {"option": 1, "label": "Apple", "selected": True}
     assert options[3]["label"] == "Chat about this"
@@ -32,7 +36,7 @@ def test_question_dialog_options_on_both_sides_of_its_inner_rule(size: str) -> N
 
 def test_permission_dialog_options_from_a_capture() -> None:
     lines = screen_of(CAPTURES / "blocked-bash-option-2-32x120.raw", 32, 120).lines()
-    options = find_options(lines)
+    options = read_prompt(lines).options
     assert [o["option"] for o in options] == [1, 2, 3, 4]
     assert [o["selected"] for o in options] == [False, True, False, False]
     assert options[3]["label"] == "No"
@@ -41,22 +45,44 @@ def test_permission_dialog_options_from_a_capture() -> None:
 def test_numbered_lines_above_a_menu_are_not_its_options() -> None:
     lines = [" 1. an agent reply mentioning options", " 2. and a second point", "─" * 40,
              " Do you want to proceed?", " ❯ 1. Yes", "   2. No", "", " Esc to cancel"]
-    assert [o["label"] for o in find_options(lines)] == ["Yes", "No"]
-    assert find_options(["nothing", "to see"]) == []
-    assert find_options([" 2. a second without a first"]) == []
+    assert [o["label"] for o in read_prompt(lines).options] == ["Yes", "No"]
+    assert read_prompt(["nothing", "to see"]).kind == "text"
+    assert read_prompt([" 2. a second without a first"]).kind == "text"
 
 
-def test_repaint_draws_the_same_screen_colours_and_cursor() -> None:
-    src = Screen(10, 40)
-    src.feed(b"plain \x1b[31mred\x1b[0m \x1b[1;48;2;0;0;255mbold-on-blue\x1b[0m\r\n\x1b[7minverse\x1b[0m\r\n"
-             b"\x1b[38;5;208mcolour208\x1b[0m \xe5\xae\xbd wide\x1b[?2004h\x1b[4;7H")
+def view_of(screen: Screen) -> dict:
+    c = screen.cursor
+    return {"rows": screen.lines(), "styles": screen.styles(),
+            "cursor": {"row": c.row, "col": c.col, "hidden": c.hidden}}
+
+
+def test_repaint_draws_the_same_screen_colours_cursor_and_modes() -> None:
+    output = (b"plain \x1b[31mred\x1b[0m \x1b[1;48;2;0;0;255mbold-on-blue\x1b[0m\r\n\x1b[7minverse\x1b[0m\r\n"
+              b"\x1b[38;5;208mcolour208\x1b[0m \xe5\xae\xbd wide\x1b[?20")
+    rest = b"04h\x1b[?1h\x1b[4;7H"  # a mode split between two reads
+    src, pane = Screen(10, 40), PaneTerm(limit=1 << 20)
+    for chunk in (output, rest):
+        src.feed(chunk)
+        pane.output(chunk)
+    assert pane.modes == {2004: True, 1: True} and not pane.alternate
     copy = Screen(10, 40)
     copy.feed(b"old junk that the repaint erases\r\n" * 3)
-    copy.feed(repaint(src))
+    copy.feed(repaint(view_of(src), pane.modes, pane.alternate))
     assert copy.lines() == src.lines()
     assert copy.styles() == src.styles()
     assert (copy.cursor.row, copy.cursor.col, copy.cursor.hidden) == (3, 6, False)
-    assert copy.mode(2004)
+    assert copy.mode(2004) and copy.mode(1)
+
+
+def test_repaint_of_a_full_screen_program_is_on_the_alternate_screen() -> None:
+    src, pane = Screen(5, 20), PaneTerm(limit=1 << 20)
+    for chunk in (b"shell line\r\n", b"\x1b[?1049h\x1b[H\x1b[?25lfull screen"):
+        src.feed(chunk)
+        pane.output(chunk)
+    assert pane.alternate
+    copy = Screen(5, 20)
+    copy.feed(repaint(view_of(src), pane.modes, pane.alternate))
+    assert copy.alternate and copy.lines()[0] == "full screen" and copy.cursor.hidden
 
 
 def test_history_keeps_the_newest_bytes_from_a_line_start() -> None:

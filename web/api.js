@@ -51,8 +51,6 @@ export const api = {
   create: (spec) => request("POST", "/api/sessions", spec),
   remove: (id) => request("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   send: (id, text, enter = true) => request("POST", `/api/sessions/${encodeURIComponent(id)}/send`, { text, enter }),
-  /** What a blocked pane asks for: {state, prompt: {kind, options, rule, why}}. */
-  prompt: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/prompt`),
   screen: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/screen`),
   session: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}`),
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */

@@ -348,7 +348,7 @@ export class Card {
     if (this.promptFetch || this.destroyed) return;
     this.promptFetch = setTimeout(async () => {
       try {
-        const r = await api.prompt(this.id);
+        const r = await api.screen(this.id); // the screen read model carries the prompt
         if (r.prompt && this.session.state === "blocked" && !this.prompt) {
           this.prompt = r.prompt;
           this.renderPrompt();

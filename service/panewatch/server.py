@@ -30,7 +30,8 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if generated:
         settings = settings.model_copy(update={"token": new_token()})
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+    # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())
@@ -41,7 +42,7 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
         raise SystemExit(f"panewatch: could not listen on {settings.host}:{settings.port}")
     port = server.servers[0].sockets[0].getsockname()[1]
     if not settings.public_url:
-        app.state.runtime.service_url = f"http://127.0.0.1:{port}"
+        app.state.engine.service_url = f"http://127.0.0.1:{port}"
     url = login_url(settings.host, port, settings.token or "")
     print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
     print(f"Open the dashboard: {url}" if generated else
