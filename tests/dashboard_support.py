@@ -275,15 +275,17 @@ SHELL_ENV = {"PS1": "sh$ ", "HISTFILE": "/dev/null"}
 
 
 CAPTURE_AGENT = r'''
-import os, sys, termios, time, tty
+import os, re, sys, time, tty
 path, rule, idle_line = sys.argv[1:4]
 fd = sys.stdin.fileno()
 tty.setraw(fd)
 with open(path, "rb") as f:
     os.write(1, f.read())
-time.sleep(0.5)
-termios.tcflush(fd, termios.TCIFLUSH)  # the terminal's answers to the capture's queries are no key
-key = os.read(fd, 1).decode(errors="replace")
+# the terminal's answers to the capture's queries (device attributes, colours...) are no key
+reply = re.compile(r"\x1b(?:\[[?>]?[\d;]*[$]?[a-zA-Z~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[^\x1b]*\x1b\\)")
+key = ""
+while not key:
+    key = reply.sub("", os.read(fd, 256).decode(errors="replace"))[:1]
 os.write(1, ("\x1b[2J\x1b[H answered %s\r\n%s\r\n❯ \r\n%s\r\n%s\r\n" % (key, rule, rule, idle_line)).encode())
 time.sleep(600)
 '''
