@@ -186,6 +186,25 @@ def test_shell_takes_keys_ctrl_c_and_arrows(page, server: Server) -> None:
     expect(card.locator(".screen .xterm-helper-textarea")).to_be_focused()
 
 
+def test_paste_goes_in_as_bracketed_paste_when_the_shell_asked_for_it(page, server: Server) -> None:
+    sid = new_shell(server, "paster")
+    wait_for_line(page, sid, r"^sh\$")
+    card_of(page, sid).locator(".screen .xterm").click()
+    # a real paste event on the terminal, as the browser fires it for Ctrl+V
+    page.evaluate("""() => {
+        const dt = new DataTransfer();
+        dt.setData('text/plain', 'echo pasted-one\\necho pasted-two');
+        document.activeElement.dispatchEvent(new ClipboardEvent('paste', {clipboardData: dt, bubbles: true,
+                                                                           cancelable: true}));
+    }""")
+    # bash turned bracketed paste on: the two lines wait in its edit buffer, nothing ran yet
+    wait_until(lambda: any("echo pasted-two" in row for row in server.screen(sid)))
+    assert not any(row == "pasted-one" for row in server.screen(sid))
+    page.keyboard.press("Enter")
+    wait_for_line(page, sid, "^pasted-one$")
+    wait_for_line(page, sid, "^pasted-two$")
+
+
 def test_claude_like_agent_interrupted_with_esc_and_dialog_driven_by_arrows(page, server: Server) -> None:
     sid = server.create(tui_agent(work=0.5), name="tui")["id"]
     card = card_of(page, sid)
