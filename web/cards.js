@@ -34,6 +34,11 @@ function button(label, cls, onclick, attrs = {}) {
   return h("button", { type: "button", class: cls, onclick, ...attrs }, label);
 }
 
+/** At most `n` characters (a long script as a command must not push the terminal out). */
+function clip(text, n) {
+  return text.length > n ? `${text.slice(0, n - 1)}…` : text;
+}
+
 const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), "
   + "[tabindex]:not([tabindex='-1'])";
 
@@ -220,7 +225,7 @@ export class Card {
   renderDetails() {
     const s = this.session;
     this.detailsEl.replaceChildren(
-      ...[["id", s.id], ["pid", s.pid], ["foreground", s.foreground], ["command", shortCommand(s.command || [])],
+      ...[["id", s.id], ["pid", s.pid], ["foreground", s.foreground], ["command", clip(shortCommand(s.command || []), 160)],
         ["size", s.rows && s.cols ? `${s.rows}×${s.cols}` : null]]
         .filter(([, v]) => v != null && v !== "")
         .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
