@@ -3,6 +3,7 @@
 // (each sent only after an inline confirmation), the held-back-keys notice, a send box, and
 // delete / open large (a modal that fits the pane to the window).
 
+import { AcpView, isAcp } from "./acp.js";
 import { api } from "./api.js";
 import { formatDuration, shortCommand, shortPath } from "./parse.js";
 import { TermView } from "./term.js";
@@ -39,6 +40,9 @@ function clip(text, n) {
   return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
 
+// ACP sessions have no terminal: the page's socket handling finds nothing to do for them
+const NO_SOCKET = { start() {}, stop() {}, drop() {}, retryNow() {} };
+
 const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), "
   + "[tabindex]:not([tabindex='-1'])";
 
@@ -58,6 +62,14 @@ export class Card {
     this.large = false;
     this.sizeBeforeLarge = null;
     this.build();
+    // ACP sessions: the conversation view replaces the terminal and its prompt
+    this.acp = isAcp(session) ? new AcpView(this) : null;
+    if (this.acp) {
+      this.screenEl.replaceWith(this.acp.el);
+      this.term = null;
+      this.update(session);
+      return;
+    }
     this.term = new TermView(this.id, {
       onState: (msg) => this.onTermState(msg),
       onHeld: (msg) => this.showHeld(msg),
@@ -75,7 +87,7 @@ export class Card {
   }
 
   /** Compatibility with the page's socket handling (app.js stops/starts every card's socket). */
-  get screenSocket() { return this.term.socket; }
+  get screenSocket() { return this.term ? this.term.socket : NO_SOCKET; }
 
   build() {
     const id = this.id;
@@ -175,7 +187,7 @@ export class Card {
 
   /** The card is in the page: the terminal can measure its font now. */
   mount() {
-    this.term.open();
+    this.term?.open();
   }
 
   // -- the session's record (from /ws/state) ----------------------------------------------
@@ -217,8 +229,9 @@ export class Card {
     if (prevState !== s.state) {
       if (this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
       if (!blocked) this.prompt = null;
-      if (blocked) this.term.scrollToBottom(); // the prompt is on the live screen: show it
+      if (blocked) this.term?.scrollToBottom(); // the prompt is on the live screen: show it
     }
+    if (this.acp) this.acp.update(s);
     this.renderPrompt();
   }
 
@@ -281,11 +294,12 @@ export class Card {
 
   // -- scroll across DOM moves (app.js moves cards to keep blocked ones first) -----------------
   saveScroll() {
+    if (!this.term) return null;
     return { y: this.term.viewportY, bottom: this.term.atBottom, left: this.screenEl.scrollLeft };
   }
 
   restoreScroll(saved) {
-    if (!saved) return;
+    if (!saved || !this.term) return;
     if (saved.bottom) this.term.scrollToBottom();
     else this.term.scrollTo(saved.y);
     this.screenEl.scrollLeft = saved.left;
@@ -293,7 +307,7 @@ export class Card {
 
   // -- the prompt ------------------------------------------------------------------------------
   renderPrompt() {
-    const blocked = this.session.state === "blocked";
+    const blocked = this.session.state === "blocked" && !this.acp; // the ACP view asks itself
     this.promptEl.hidden = !blocked;
     if (!blocked) {
       this.promptNote.textContent = "";
@@ -491,7 +505,9 @@ export class Card {
     if (open) this.el.setAttribute("aria-modal", "true");
     else this.el.removeAttribute("aria-modal");
     this.ctx.onLarge(this, open);
-    if (open) {
+    if (!this.term) {
+      // no pane to fit
+    } else if (open) {
       this.sizeBeforeLarge = this.term.size;
       requestAnimationFrame(() => this.fitToWindow());
     } else if (this.sizeBeforeLarge) {
@@ -504,7 +520,7 @@ export class Card {
 
   /** Large view: resize the pane to what fits (the agent gets SIGWINCH). */
   fitToWindow() {
-    if (!this.large) return;
+    if (!this.large || !this.term) return;
     const size = this.term.proposeSize();
     if (size && (size.rows !== this.term.size.rows || size.cols !== this.term.size.cols)) {
       this.term.resizePane(size.rows, size.cols);
@@ -529,7 +545,7 @@ export class Card {
 
   /** The socket is down: try again now (the state socket is back). */
   resume() {
-    this.term.socket.retryNow();
+    this.screenSocket.retryNow();
   }
 
   destroy() {
@@ -539,7 +555,8 @@ export class Card {
     clearTimeout(this.fadeTimer);
     clearTimeout(this.clearTimer);
     if (this.large) this.setLarge(false);
-    this.term.dispose();
+    this.term?.dispose();
+    if (this.acp) this.acp.destroy();
     this.el.remove();
   }
 }

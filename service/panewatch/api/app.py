@@ -12,7 +12,7 @@ from ..config import Settings
 from ..engine import Engine
 from ..manifest import ManifestStore
 from ..wiring import build_engine
-from . import errors, routes_report, routes_service, routes_sessions, routes_terminal, routes_ws
+from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_terminal, routes_ws
 from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
@@ -39,7 +39,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     app.state.engine = engine
     app.state.settings = settings
     errors.install(app)
-    for module in (routes_service, routes_sessions, routes_report, routes_ws):
+    for module in (routes_service, routes_sessions, routes_acp, routes_report, routes_ws):
         app.include_router(module.router)
     routes_terminal.install(app)  # the dashboard's terminals: /ws/sessions/{id}/term
     return app
