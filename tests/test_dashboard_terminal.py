@@ -323,6 +323,7 @@ def test_keys_typed_right_after_a_prompt_appears_are_held_back(page, server: Ser
     wait_for_line(page, sid, r"^got:\[y\]$")
     expect(notice).to_be_hidden()
     expect(card.locator(".result")).to_contain_text("Sent the 2 held-back key bytes")
+    expect(card.locator(".badge-state")).to_have_text("idle")
 
     # the same, dropped
     card.locator(".screen .xterm").click()

@@ -264,13 +264,10 @@ export class Card {
 
   // -- the terminal channel -------------------------------------------------------------------
   onTermState(msg) {
-    this.prompt = msg.prompt || null;
-    if (msg.state === "blocked" && this.session.state !== "blocked") {
-      // the terminal channel can be ahead of /ws/state: take its word for the prompt
-      this.update({ state: msg.state, rule: msg.rule, source: msg.source, why: msg.why, since: msg.since });
-    } else {
-      this.renderPrompt();
-    }
+    // the state itself comes from /ws/state only (the two channels may interleave); this
+    // channel brings the prompt the server read for it
+    this.prompt = msg.state === "blocked" ? msg.prompt || null : null;
+    this.renderPrompt();
     if (msg.title !== undefined && msg.title !== this.session.title) this.setTitle(msg.title);
   }
 

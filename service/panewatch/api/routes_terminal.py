@@ -37,7 +37,7 @@ from starlette.websockets import WebSocketState
 
 from ..engine import Engine
 from ..errors import PanewatchError, UnknownSession
-from ..events import Created, Deleted, Event, Output
+from ..events import Created, Deleted, Event, Output, StateChanged
 from .deps import ws_admit
 
 log = logging.getLogger("panewatch.terminal")
@@ -136,6 +136,10 @@ class Terminals:
             if pane is None:  # a pane adopted before this channel existed
                 pane = self.panes[event.session] = PaneTerm(self.limit)
             pane.output(event.data)
+        elif isinstance(event, StateChanged) and event.session in self.panes:
+            for client in list(self.panes[event.session].clients):
+                client.meta_dirty = True  # a state can change without output (a hook's report)
+                client.wake.set()
         elif isinstance(event, Created):
             self.panes.setdefault(event.session["id"], PaneTerm(self.limit))
         elif isinstance(event, Deleted):
@@ -256,7 +260,10 @@ def _meta(engine: Engine, sid: str) -> dict[str, Any]:
     """State, title and the prompt the server decided, from the engine's read models. The
     screen (which feeds pending output) is read only while blocked, for the prompt."""
     info = engine.get(sid)
-    prompt = engine.screen(sid)["prompt"] if info["state"] == "blocked" else None
+    prompt = None
+    if info["state"] == "blocked":
+        prompt = engine.screen(sid)["prompt"]  # read fresh: the state may have moved on
+        info = engine.get(sid)
     return {"type": "state", "state": info["state"], "rule": info["rule"], "source": info["source"],
             "why": info["why"], "since": info["since"], "title": info["title"], "prompt": prompt,
             "exit_code": info["exit_code"], "rows": info["rows"], "cols": info["cols"]}
