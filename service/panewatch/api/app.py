@@ -11,7 +11,7 @@ from .. import __version__
 from ..config import Settings
 from ..engine import Engine
 from ..manifest import ManifestStore
-from ..wiring import build_engine
+from ..wiring import build_service_engine
 from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_terminal, routes_ws
 from .routes_service import web_dir
 
@@ -24,7 +24,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     settings = settings or Settings()
     if not settings.token:
         raise ValueError("create_app needs settings.token")
-    engine = engine or build_engine(settings, store=store)
+    engine = engine or build_service_engine(settings, store=store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -273,7 +273,7 @@ def _meta(engine: Engine, sid: str) -> dict[str, Any]:
 async def term(ws: WebSocket, sid: str) -> None:
     if not await ws_admit(ws):
         return
-    engine: Engine = ws.app.state.engine
+    engine = _local(ws.app.state.engine)
     terminals: Terminals = ws.app.state.terminals
     try:
         # read fresh: everything received so far is on the screen, so history + repaint + what
@@ -458,7 +458,14 @@ async def _run(ws: WebSocket, *coros: Any) -> None:
                 await ws.close()
 
 
+def _local(engine: Any) -> Engine:
+    """This node's engine. In a cluster the façade's reads are remote calls; a terminal is
+    served by the node that holds the pane (another node's session gets 4404 here)."""
+    local = getattr(engine, "local", None)
+    return local if isinstance(local, Engine) else engine
+
+
 def install(app: FastAPI) -> None:
     """Add the terminal channel to the app (needs ``app.state.engine``)."""
-    app.state.terminals = Terminals(app.state.engine)
+    app.state.terminals = Terminals(_local(app.state.engine))
     app.include_router(router)
