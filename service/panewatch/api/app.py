@@ -18,7 +18,7 @@ from ..login import Logins
 from ..manifest import ManifestStore
 from ..report_socket import ReportSocket, socket_path
 from ..wiring import build_service_engine
-from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_ws
+from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_terminal, routes_ws
 from .deps import refusal
 from .routes_service import web_dir
 
@@ -64,4 +64,5 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         limit_for=lambda path: routes_report.REPORT_MAX_BYTES if path == "/report" else settings.max_body_bytes)
     for module in (routes_service, routes_sessions, routes_acp, routes_report, routes_ws):
         app.include_router(module.router)
+    routes_terminal.install(app)  # the dashboard's terminals: /ws/sessions/{id}/term
     return app
