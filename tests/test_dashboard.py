@@ -176,7 +176,7 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(card.locator(".send-button")).to_be_disabled()
 
     # the server's notification event became a browser notification and a line in the page
-    page.wait_for_function("window.__notes.some(n => n.title === 'asker needs you')")
+    page.wait_for_function("() => window.__notes.some(n => n.title === 'asker needs you')")
     expect(page.locator("#last-alert")).to_contain_text("asker needs you")
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -335,7 +335,7 @@ def test_dropped_websockets_reconnect_and_resynchronise(page, server: Server) ->
             .observe(el, { attributes: true, attributeFilter: ['data-status'] });
         window.panewatch.dropConnections();
     }""")
-    page.wait_for_function("window.__statuses.includes('reconnecting')")
+    page.wait_for_function("() => window.__statuses.includes('reconnecting')")
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
     # events flow again: a session made meanwhile shows up, and the old card's screen is live
     other = server.create(idle_agent("made after the drop"), name="later")["id"]

@@ -550,7 +550,7 @@ def test_last_alert_is_a_button_cleared_with_its_session_and_notifications_switc
     switch = page.get_by_label("Notifications")
     expect(switch).to_be_checked()
     sid = server.create(prompt_agent(work=30), name="pinger")["id"]
-    page.wait_for_function("window.__notes.some(n => n.title === 'pinger needs you')")
+    page.wait_for_function("() => window.__notes.some(n => n.title === 'pinger needs you')")  # a function: a bare expression is eval'd, which the page's CSP forbids
     alert = page.locator("#last-alert")
     expect(alert).to_contain_text("pinger needs you")
     alert.focus()  # a button: reachable by keyboard
