@@ -1,9 +1,10 @@
 // One card per session: name, agent, folder, state badge, the live screen, the prompt's
 // options (answered only after an inline confirmation), a send box and delete/open-large.
 
+import { AcpView, isAcp } from "./acp.js";
 import { api } from "./api.js";
 import { LiveSocket } from "./live.js";
-import { formatDuration, parseOptions, shortPath } from "./parse.js";
+import { formatDuration, shortPath } from "./parse.js";
 
 const ESC_KEY = "\u001b";
 
@@ -130,6 +131,9 @@ export class Card {
     this.renderQueued = false;
     this.large = false;
     this.build();
+    // ACP sessions: the conversation view replaces the screen and its prompt parsing
+    this.acp = isAcp(session) ? new AcpView(this) : null;
+    if (this.acp) this.screenEl.replaceWith(this.acp.el);
     this.update(session);
     this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen?styles=1`, {
       onMessage: (msg) => this.onFrame(msg),
@@ -238,6 +242,7 @@ export class Card {
     this.sendHint.hidden = !blocked;
     this.sendInput.placeholder = exited ? "The session has exited" : "Type to the agent…";
     if (prevState !== s.state && this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
+    if (this.acp) this.acp.update(s);
     this.renderPrompt();
   }
 
@@ -260,6 +265,7 @@ export class Card {
     if (msg.size && this.rows.length > msg.size.rows) this.rows.length = msg.size.rows;
     this.screenSeen = true;
     this.cursor = msg.cursor || null;
+    if (msg.prompt !== undefined) this.prompt = msg.prompt; // decided on the server, from the matched rule
     if (msg.title !== undefined) this.session.title = msg.title;
     this.queueRender();
   }
@@ -296,20 +302,24 @@ export class Card {
 
   // -- the prompt's options -----------------------------------------------------------------
   renderPrompt() {
-    const blocked = this.session.state === "blocked";
+    const blocked = this.session.state === "blocked" && !this.acp;
     this.promptEl.hidden = !blocked;
     if (!blocked) return;
-    const options = parseOptions(this.rows);
+    const options = (this.prompt && this.prompt.options) || [];
     const key = JSON.stringify(options);
     if (key === this.optionsKey && this.optionsEl.childElementCount) return; // keep focus and hover
     this.optionsKey = key;
     this.options = options;
-    const buttons = options.map((o) => h("button", {
-      type: "button",
-      class: `option${o.selected ? " selected" : ""}`,
-      dataset: { option: String(o.option) },
-      onclick: () => this.ask({ kind: "answer", answer: { option: o.option }, label: `${o.option}. ${o.label}` }),
-    }, `${o.option}. ${o.label}`));
+    const buttons = options.map((o) => {
+      // numbered menus answer with the option's number; the others carry their keys
+      const label = o.option ? `${o.option}. ${o.label}` : o.label;
+      return h("button", {
+        type: "button",
+        class: `option${o.selected ? " selected" : ""}`,
+        dataset: { option: String(o.option ?? "") },
+        onclick: () => this.ask({ kind: "answer", answer: o.option ? { option: o.option } : { keys: o.keys }, label }),
+      }, label);
+    });
     buttons.push(h("button", {
       type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
       onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
@@ -317,7 +327,7 @@ export class Card {
     this.optionsEl.replaceChildren(...buttons);
     this.promptNote.textContent = options.length
       ? ""
-      : this.screenSeen ? "No numbered options found on the screen; read it below." : "Loading the screen…";
+      : this.screenSeen ? "No options found on the screen; read it below." : "Loading the screen…";
     if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
         && !options.some((o) => o.option === this.pending.answer.option)) this.cancel();
   }
@@ -439,6 +449,7 @@ export class Card {
 
   destroy() {
     this.screenSocket.stop();
+    if (this.acp) this.acp.destroy();
     if (this.large) this.setLarge(false);
     this.el.remove();
   }

@@ -13,6 +13,7 @@ from .api import create_app
 from .auth import new_token
 from .config import Settings
 from .logs import setup_logging
+from .wiring import StartupRefused
 
 log = logging.getLogger("panewatch")
 
@@ -30,7 +31,13 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if generated:
         settings = settings.model_copy(update={"token": new_token()})
     app = create_app(settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+    # join the cluster before listening: a refusal (name clash, wrong credentials) is one
+    # line and exit 2, never a half-joined node or a lifespan traceback
+    join = getattr(app.state.engine, "join", None)
+    if join is not None:
+        await join()
+    # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())
@@ -41,7 +48,7 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
         raise SystemExit(f"panewatch: could not listen on {settings.host}:{settings.port}")
     port = server.servers[0].sockets[0].getsockname()[1]
     if not settings.public_url:
-        app.state.runtime.service_url = f"http://127.0.0.1:{port}"
+        app.state.engine.service_url = f"http://127.0.0.1:{port}"
     url = login_url(settings.host, port, settings.token or "")
     print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
     print(f"Open the dashboard: {url}" if generated else
@@ -57,6 +64,9 @@ def serve(settings: Settings) -> int:
         asyncio.run(run(settings))
     except KeyboardInterrupt:
         pass
+    except StartupRefused as exc:
+        print(f"panewatch: {exc}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 

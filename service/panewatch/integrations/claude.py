@@ -1,0 +1,104 @@
+"""Claude Code: the hooks Panewatch adds when it launches the CLI, and what each hook means.
+
+The hooks are passed with ``--settings`` so they apply to that launch only and the user's own
+hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its JSON
+payload to the service with the session's own token, with a short timeout and ``|| true``: a
+service that is down must never break the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+from ..signals import Report
+from ..states import State
+from .base import UnknownPayload, is_plain, plain_report
+
+#: Hook events the launcher subscribes to.
+CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Notification", "Stop")
+
+_WORKING = {"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact"}
+_IDLE = {"Stop", "StopFailure", "SessionEnd", "SessionStart"}
+_BLOCKING_NOTIFICATIONS = {"permission_prompt", "elicitation_dialog", "elicitation_url_dialog"}
+
+#: A permission Notification this soon after a PermissionRequest repeats that prompt.
+REDUNDANT_NOTIFICATION_S = 60.0
+
+REPORT_COMMAND = (
+    'curl -sS -m 2 -o /dev/null -X POST'
+    ' -H "Authorization: Bearer $PANEWATCH_REPORT_TOKEN"'
+    ' -H "Content-Type: application/json" --data-binary @-'
+    ' "$PANEWATCH_URL/report?session=$PANEWATCH_SESSION" >/dev/null 2>&1 || true'
+)
+
+
+def claude_settings() -> str:
+    """The inline JSON for ``claude --settings``: one reporting hook per event."""
+    hook = {"type": "command", "command": REPORT_COMMAND, "timeout": 5}
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    for event in CLAUDE_HOOK_EVENTS:
+        entry: dict[str, Any] = {"hooks": [hook]}
+        if event in ("PreToolUse", "PostToolUse", "PermissionRequest"):
+            entry["matcher"] = "*"
+        hooks[event] = [entry]
+    return json.dumps({"hooks": hooks}, separators=(",", ":"))
+
+
+def state_from_payload(payload: Mapping[str, Any]) -> tuple[State | None, str, str]:
+    """(state or None to ignore, event name, detail) for a hook payload or a plain report.
+
+    ``UserPromptSubmit``/``PreToolUse``/``PostToolUse`` mean working; ``PermissionRequest``
+    and permission/elicitation notifications mean blocked; other notifications
+    (``idle_prompt``...), ``Stop``, ``StopFailure`` and ``SessionEnd`` mean idle.
+    Subagent events are ignored: they say nothing about the pane's own prompt.
+    """
+    if is_plain(payload):
+        report = plain_report(payload, 0.0)
+        return report.state, report.event, report.detail
+    event = payload.get("hook_event_name")
+    if not isinstance(event, str) or not event:
+        raise UnknownPayload("expected a Claude Code hook payload (hook_event_name) or {\"state\": ...}")
+    if payload.get("agent_id") or event in ("SubagentStop", "SubagentStart"):
+        return None, event, "subagent event"
+    if event == "PermissionRequest":
+        tool = payload.get("tool_name") or "a tool"
+        return State.blocked, event, f"asks permission to use {tool}"
+    if event == "Notification":
+        kind = str(payload.get("notification_type") or "")
+        message = str(payload.get("message") or kind)[:200]
+        state = State.blocked if kind in _BLOCKING_NOTIFICATIONS else State.idle
+        return state, f"Notification:{kind or '?'}", message
+    if event in _WORKING:
+        tool = payload.get("tool_name")
+        return State.working, event, f"{event} {tool}" if tool else event
+    if event in _IDLE:
+        return State.idle, event, event
+    return None, event, "event not used for state"
+
+
+class ClaudeIntegration:
+    """Claude Code's ``--settings`` hooks and its hook payloads."""
+
+    name = "claude"
+
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
+        if os.path.basename(argv[0]) not in processes:
+            return []  # a wrapper script: it may not take --settings
+        return ["--settings", claude_settings()]
+
+    def interpret(self, payload: Mapping[str, Any], now: float, memo: MutableMapping[str, Any]) -> Report | None:
+        state, event, detail = state_from_payload(payload)
+        if state is None:
+            return None
+        if event == "PermissionRequest":
+            memo["permission_requested_at"] = now
+        elif state == State.blocked and event.startswith("Notification:"):
+            asked = memo.get("permission_requested_at")
+            if asked is not None and now - asked < REDUNDANT_NOTIFICATION_S:
+                # Claude repeats a prompt ~6 s later as a permission Notification; when the prompt
+                # was already reported, that repeat can only arrive late (after an answer) and lie
+                return None
+        return Report(state, event, now, detail)
