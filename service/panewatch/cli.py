@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
-from . import plugins
-from . import transcript
+from . import plugins, transcript
 from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir

@@ -149,7 +149,7 @@ class Notifier:
                 stderr=asyncio.subprocess.DEVNULL,
             )
             await asyncio.wait_for(proc.wait(), 30)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             log.warning("notification command failed: %s", exc, extra={"session": note.session})
 
     async def aclose(self) -> None:
