@@ -53,7 +53,7 @@ def render(data: bytes, rows: int, cols: int, backend: str = "pyte") -> ScreenLi
     return screen
 
 
-def _screen_of(path: str, args: argparse.Namespace) -> Screen:
+def _screen_of(path: str, args: argparse.Namespace) -> ScreenLike:
     """The screen a raw capture (at --rows x --cols) or a .cast recording (at its moment --at) shows."""
     if path.endswith(".cast"):
         try:
@@ -246,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] in plugin_names():
             return run_plugin(argv[0], argv[1:])
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except CliError as exc:
         print(f"panewatch: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -48,7 +48,7 @@ def load_messages(path: Path = MESSAGES_FILE) -> dict[str, dict[str, str]]:
         return tomllib.load(f)
 
 
-class _Safe(dict):
+class _Safe(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .backends import ScreenLike
 from .screen import Screen
 
 log = logging.getLogger("panewatch.transcript")
@@ -241,7 +242,7 @@ def read_cast(path: Path | str) -> Cast:
 
 
 def replay(cast: Cast, at: float | None = None,
-           screen_factory: Callable[[int, int], Any] = Screen) -> Any:
+           screen_factory: Callable[[int, int], ScreenLike] = Screen) -> ScreenLike:
     """A fresh screen of the header's size after every event up to ``at`` (None: the end)."""
     screen = screen_factory(cast.rows, cast.cols)
     for t, kind, data in cast.events:

@@ -221,10 +221,10 @@ class Conversation:
                 para("  -- ", e.text)
         if self.plan:
             out.append("  Plan:")
-            for p in self.plan:
-                para(f"    {PLAN_MARK.get(p['status'], '[?]')} ", p["content"])
-        for p in self.permissions:
-            para("  ? ", f"Permission: {p.title} ({p.tool_kind})")
-            for o in p.options:
+            for step in self.plan:
+                para(f"    {PLAN_MARK.get(step['status'], '[?]')} ", step["content"])
+        for ask in self.permissions:
+            para("  ? ", f"Permission: {ask.title} ({ask.tool_kind})")
+            for o in ask.options:
                 para("      ", f"[{o['option_id']}] {o['name']} ({o['kind']})")
         return [line[:width] for line in out]
