@@ -174,7 +174,6 @@ class Transcript:
         self._file.flush()
 
 
-
 # --- reading and replaying ---------------------------------------------------------------------
 
 
@@ -194,10 +193,6 @@ class Cast:
     @property
     def cols(self) -> int:
         return int(self.header["width"])
-
-    @property
-    def duration(self) -> float:
-        return self.events[-1][0] if self.events else 0.0
 
 
 def parse_size(data: str) -> tuple[int, int]:

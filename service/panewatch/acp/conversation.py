@@ -163,12 +163,6 @@ class Conversation:
                 entry.text = "\n".join(texts)[:MAX_TOOL_TEXT]
         self.seq += 1
 
-    def tool_status(self, tool_call_id: str, status: str) -> None:
-        entry = self._tools.get(tool_call_id)
-        if entry is not None and entry.status != status:
-            entry.status = status
-            self.seq += 1
-
     def ask(self, permission: PendingPermission) -> None:
         self.permissions.append(permission)
         self.seq += 1
