@@ -35,3 +35,43 @@ tick  # clock.ManualClock.tick
 resyncs  # events.EventStream: how often a slow consumer was resynced
 notified  # oob: when the out-of-band watcher last reported
 options_table  # config: the README's options table is checked against it
+MemoryHost  # hosts.memory: the in-memory host the engine tests run on
+input  # hosts.memory: what the in-memory agent was sent (tests read it)
+engines  # manifest: which regex engine each rule runs on (tests read it)
+survives_restart  # hosts: a host's capability (tests read it)
+
+# pyte: its Stream dispatches escape sequences to Screen methods by name (screen.Screen.csi too)
+reverse_index
+write_process_input  # pyte.Screen calls it to answer a terminal query
+report_device_attributes
+erase_characters
+alignment_display
+repeat_last
+scroll_up
+scroll_down
+insert_lines
+delete_lines
+insert_characters
+delete_characters
+cursor_to_line
+
+# pydantic validators in manifest (decorated, run by the model)
+_known_region
+_valid_regexes
+_has_patterns
+_unique_rule_names
+
+# fields written into foreign objects: re2.Options, and C structs libghostty reads (screen_ghostty)
+log_errors
+max_mem
+conformance_level
+num_features
+device_type
+firmware_version
+rom_cartridge
+unit_id
+cell_height
+cell_width
+trim
+unwrap
+selection
