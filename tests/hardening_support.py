@@ -131,7 +131,7 @@ STUBBORN = r"""
 out="$1"
 setsid sleep 1001 & echo $! >> "$out"
 ( trap '' HUP; exec sleep 1002 ) & echo $! >> "$out"
-( setsid env -i /bin/sh -c 'trap "" HUP; sleep 1003 & echo $! >> '"$out"'; wait' & ) 
+( setsid env -i /bin/sh -c 'trap "" HUP; sleep 1003 & echo $! >> '"$out"'; wait' & )
 sleep 1004 & echo $! >> "$out"
 echo ready
 sleep 1000

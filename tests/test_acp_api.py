@@ -21,60 +21,59 @@ async def start(live, tmp_path: Path, *flags: str) -> str:
 
 
 async def test_prompt_permission_answer_cancel_over_http_and_ws_state(tmp_path: Path) -> None:
-    async with live_server() as live:
-        async with live.ws("/ws/state") as ws:
-            sid = await start(live, tmp_path)
-            info = (await live.http.get(f"/api/sessions/{sid}")).json()
-            assert info["source"] == "acp" and info["rule"] == "session/new"
-            explain = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
-            assert explain["rules"] == [] and explain["decision"]["event"] == "session/new"
+    async with live_server() as live, live.ws("/ws/state") as ws:
+        sid = await start(live, tmp_path)
+        info = (await live.http.get(f"/api/sessions/{sid}")).json()
+        assert info["source"] == "acp" and info["rule"] == "session/new"
+        explain = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
+        assert explain["rules"] == [] and explain["decision"]["event"] == "session/new"
 
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "perm"})
-            assert r.status_code == 200, r.text
-            working = await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
-            assert working["source"] == "acp" and working["rule"] == "session/prompt"
-            blocked = await next_event(ws, "state", session=sid, state="blocked")
-            assert blocked["rule"] == "session/request_permission" and "touch marker.txt" in blocked["why"]
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "perm"})
+        assert r.status_code == 200, r.text
+        working = await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
+        assert working["source"] == "acp" and working["rule"] == "session/prompt"
+        blocked = await next_event(ws, "state", session=sid, state="blocked")
+        assert blocked["rule"] == "session/request_permission" and "touch marker.txt" in blocked["why"]
 
-            # guarded writes: no prompt while blocked, no answer without confirm or with a wrong option
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "hello"})
-            assert r.status_code == 409 and "permission request is pending" in r.json()["detail"]
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": "allow"})
-            assert r.status_code == 422
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": "maybe", "confirm": True})
-            assert r.status_code == 422 and "was not offered" in r.json()["detail"]
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={"keys": "y", "confirm": True})
-            assert r.status_code == 422
+        # guarded writes: no prompt while blocked, no answer without confirm or with a wrong option
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "hello"})
+        assert r.status_code == 409 and "permission request is pending" in r.json()["detail"]
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": "allow"})
+        assert r.status_code == 422
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": "maybe", "confirm": True})
+        assert r.status_code == 422 and "was not offered" in r.json()["detail"]
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"keys": "y", "confirm": True})
+        assert r.status_code == 422
 
-            screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()
-            prompt = screen["prompt"]
-            assert prompt["kind"] == "options" and [o["option_id"] for o in prompt["options"]] == [
-                "allow", "allow-always", "reject"]
-            assert any("Permission: touch marker.txt" in row for row in screen["rows"])
-            conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
-            request = conv["permission"]["request"]
+        screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()
+        prompt = screen["prompt"]
+        assert prompt["kind"] == "options" and [o["option_id"] for o in prompt["options"]] == [
+            "allow", "allow-always", "reject"]
+        assert any("Permission: touch marker.txt" in row for row in screen["rows"])
+        conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
+        request = conv["permission"]["request"]
 
-            r = await live.http.post(f"/api/sessions/{sid}/answer",
-                                     json={"option": "allow", "request": request, "confirm": True})
-            assert r.status_code == 200 and r.json()["took"] is True, r.text
-            await next_event(ws, "state", session=sid, state="idle")
-            assert (tmp_path / "marker.txt").read_text() == "ran\n"
-            r = await live.http.post(f"/api/sessions/{sid}/answer",
-                                     json={"option": "allow", "request": request, "confirm": True})
-            assert r.status_code == 409 and "no longer pending" in r.json()["detail"] or "no permission" in r.text
+        r = await live.http.post(f"/api/sessions/{sid}/answer",
+                                 json={"option": "allow", "request": request, "confirm": True})
+        assert r.status_code == 200 and r.json()["took"] is True, r.text
+        await next_event(ws, "state", session=sid, state="idle")
+        assert (tmp_path / "marker.txt").read_text() == "ran\n"
+        r = await live.http.post(f"/api/sessions/{sid}/answer",
+                                 json={"option": "allow", "request": request, "confirm": True})
+        assert (r.status_code == 409 and "no longer pending" in r.json()["detail"]) or "no permission" in r.text
 
-            # a second prompt, then cancel (an explicit action) ends idle with cancelled
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "perm"})
-            await next_event(ws, "state", session=sid, state="blocked")
-            r = await live.http.post(f"/api/sessions/{sid}/cancel")
-            assert r.status_code == 200, r.text
-            idle = await next_event(ws, "state", session=sid, state="idle")
-            assert idle["rule"] == "stopReason" and idle["why"] == "stopReason cancelled"
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": 1, "request": request,
-                                                                           "confirm": True})
-            assert r.status_code == 409
-            r = await live.http.post(f"/api/sessions/{sid}/cancel")
-            assert r.status_code == 409 and "nothing to cancel" in r.json()["detail"]
+        # a second prompt, then cancel (an explicit action) ends idle with cancelled
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "perm"})
+        await next_event(ws, "state", session=sid, state="blocked")
+        r = await live.http.post(f"/api/sessions/{sid}/cancel")
+        assert r.status_code == 200, r.text
+        idle = await next_event(ws, "state", session=sid, state="idle")
+        assert idle["rule"] == "stopReason" and idle["why"] == "stopReason cancelled"
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": 1, "request": request,
+                                                                       "confirm": True})
+        assert r.status_code == 409
+        r = await live.http.post(f"/api/sessions/{sid}/cancel")
+        assert r.status_code == 409 and "nothing to cancel" in r.json()["detail"]
 
 
 async def test_conversation_websocket_and_exit(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
+from live import live_server, next_event, wait_listening
 from panewatch.acp import AcpClient, Timeouts
 from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
-
-from live import live_server, next_event, wait_listening
 from test_acp_client import Recorder
 from test_lab_claude_live import free_port
 
@@ -106,49 +105,48 @@ async def test_claude_acp_session_through_the_server(mock: Mock, tmp_path: Path)
     assert ADAPTER is not None
     env = adapter_env(tmp_path / "home", mock.url, API_KEY)
     command = [sys.executable, "-m", "panewatch_lab.acp_tap", "--log", str(tap), "--", ADAPTER]
-    async with live_server() as live:
-        async with live.ws("/ws/state") as ws:
-            info = await live.create(kind="acp", agent="claude", command=command, cwd=str(project), env=env)
-            sid = info["id"]
-            await live.wait_state(sid, "idle", timeout=90)
+    async with live_server() as live, live.ws("/ws/state") as ws:
+        info = await live.create(kind="acp", agent="claude", command=command, cwd=str(project), env=env)
+        sid = info["id"]
+        await live.wait_state(sid, "idle", timeout=90)
 
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:bash"})
-            assert r.status_code == 200, r.text
-            await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
-            blocked = await next_event(ws, "state", session=sid, state="blocked", timeout=60)
-            seen = time.time()
-            assert blocked["source"] == "acp" and "echo panewatch-acp-$((6*7))" in blocked["why"]
-            asked = next(r for r in map(json.loads, tap.read_text().splitlines())
-                         if r["dir"] == "from_agent" and '"session/request_permission"' in r["line"])
-            sent, asked_at = json.loads(asked["line"]), asked["wall"]
-            latency_ms = (seen - asked_at) * 1000
-            print(f"\nblocked on /ws/state {latency_ms:.1f} ms after the agent sent session/request_permission")
-            (tmp_path / "latency.txt").write_text(f"{latency_ms:.1f}\n")
-            assert sent["params"]["toolCall"]["kind"] == "execute"
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:bash"})
+        assert r.status_code == 200, r.text
+        await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
+        blocked = await next_event(ws, "state", session=sid, state="blocked", timeout=60)
+        seen = time.time()
+        assert blocked["source"] == "acp" and "echo panewatch-acp-$((6*7))" in blocked["why"]
+        asked = next(r for r in map(json.loads, tap.read_text().splitlines())
+                     if r["dir"] == "from_agent" and '"session/request_permission"' in r["line"])
+        sent, asked_at = json.loads(asked["line"]), asked["wall"]
+        latency_ms = (seen - asked_at) * 1000
+        print(f"\nblocked on /ws/state {latency_ms:.1f} ms after the agent sent session/request_permission")
+        (tmp_path / "latency.txt").write_text(f"{latency_ms:.1f}\n")
+        assert sent["params"]["toolCall"]["kind"] == "execute"
 
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:hello"})
-            assert r.status_code == 409
-            conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={
-                "option": "allow", "request": conv["permission"]["request"], "confirm": True})
-            assert r.status_code == 200 and r.json()["took"] is True, r.text
-            await next_event(ws, "state", session=sid, state="working", rule="session/request_permission")
-            idle = await next_event(ws, "state", session=sid, state="idle", timeout=60)
-            assert idle["why"] == "stopReason end_turn"
-            done = [r for r in mock.requests() if r["step"] == "acp-bash-done"]
-            assert done and done[-1]["conversation"]["result"].strip() == "panewatch-acp-42"
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:hello"})
+        assert r.status_code == 409
+        conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={
+            "option": "allow", "request": conv["permission"]["request"], "confirm": True})
+        assert r.status_code == 200 and r.json()["took"] is True, r.text
+        await next_event(ws, "state", session=sid, state="working", rule="session/request_permission")
+        idle = await next_event(ws, "state", session=sid, state="idle", timeout=60)
+        assert idle["why"] == "stopReason end_turn"
+        done = [r for r in mock.requests() if r["step"] == "acp-bash-done"]
+        assert done and done[-1]["conversation"]["result"].strip() == "panewatch-acp-42"
 
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:hello"})
-            assert r.status_code == 200
-            idle = await next_event(ws, "state", session=sid, state="idle", timeout=60)
-            assert idle["why"] == "stopReason end_turn"
-            screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()
-            assert any("Hello over ACP." in row for row in screen["rows"])
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:hello"})
+        assert r.status_code == 200
+        idle = await next_event(ws, "state", session=sid, state="idle", timeout=60)
+        assert idle["why"] == "stopReason end_turn"
+        screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()
+        assert any("Hello over ACP." in row for row in screen["rows"])
 
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:slow"})
-            await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
-            r = await live.http.post(f"/api/sessions/{sid}/cancel")
-            assert r.status_code == 200, r.text
-            idle = await next_event(ws, "state", session=sid, state="idle", timeout=30)
-            assert idle["rule"] == "stopReason" and idle["why"] == "stopReason cancelled"
-            await live.http.delete(f"/api/sessions/{sid}")
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:slow"})
+        await next_event(ws, "state", session=sid, state="working", rule="session/prompt")
+        r = await live.http.post(f"/api/sessions/{sid}/cancel")
+        assert r.status_code == 200, r.text
+        idle = await next_event(ws, "state", session=sid, state="idle", timeout=30)
+        assert idle["rule"] == "stopReason" and idle["why"] == "stopReason cancelled"
+        await live.http.delete(f"/api/sessions/{sid}")

@@ -51,11 +51,14 @@ class Recorder:
         return await asyncio.wait_for(wait(), timeout)
 
 
+QUICK = Timeouts(initialize=10, cancel=2)
+
+
 @pytest.fixture
 async def start(tmp_path):
     clients: list[AcpClient] = []
 
-    async def go(*flags: str, timeouts: Timeouts = Timeouts(initialize=10, cancel=2), ready: bool = True):
+    async def go(*flags: str, timeouts: Timeouts = QUICK, ready: bool = True):
         rec = Recorder()
         client = AcpClient([sys.executable, AGENT, *flags], cwd=str(tmp_path), env=None, listener=rec,
                            timeouts=timeouts)
@@ -196,13 +199,13 @@ async def test_an_agent_that_never_answers_initialize_exits_with_the_reason(star
     client, rec = await start("--silent-init", timeouts=Timeouts(initialize=0.5), ready=False)
     why = await rec.until("exited")
     assert why == "the agent did not answer initialize within 0.5 s"
-    assert "working" == rec.states[0][0] if rec.states[:-1] else True
+    assert rec.states[0][0] == "working" if rec.states[:-1] else True
     with pytest.raises(Gone):
         client.prompt("hello")
 
 
 async def test_another_protocol_version_is_refused(start):
-    client, rec = await start("--protocol", "7", ready=False)
+    _, rec = await start("--protocol", "7", ready=False)
     assert await rec.until("exited") == "the agent speaks ACP version 7; this client speaks 1"
 
 

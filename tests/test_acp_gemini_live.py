@@ -12,7 +12,6 @@ import pytest
 import uvicorn
 
 from panewatch.acp import AcpClient, Timeouts
-
 from test_acp_client import Recorder
 
 agent_labs = pytest.importorskip("panewatch_lab.agent_labs", reason="the lab's Gemini mock (agents branch) is absent")

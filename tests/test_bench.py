@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import math
 import os
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from panewatch import backends
-from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.engine import Engine
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.session import SessionSpec
 from panewatch_lab import fake_agent
 from panewatch_lab.bench import Delays, EventLog, match_delays, pct
@@ -54,7 +55,7 @@ def test_quick_bench_prints_every_figure(tmp_path):
     assert "## Cluster" in text and "nodes followed" in text
     cluster = figures["cluster"]
     assert cluster["latency"]["matched"] >= 1, cluster  # a state change seen on both nodes
-    assert [row["peers"] for row in cluster["follower"]][0] == 0  # the no-peer baseline comes first
+    assert cluster["follower"][0]["peers"] == 0  # the no-peer baseline comes first
     assert all(row["cpu"] > 0 and row["sessions"] >= 0 for row in cluster["follower"])
     assert cluster["follower"][-1]["sessions"] > cluster["follower"][0]["sessions"]  # the peers' sessions listed
     engines = {r["engine"] for r in figures["throughput"]}
@@ -142,7 +143,7 @@ def test_the_benchmarks_agent_runs_by_itself_and_notes_each_change(tmp_path):
         assert session.exit_status is None  # still going: nothing waits for input
     states = [s for _, s in read_truth(state_file)]
     assert states.count("blocked") >= 2 and "working" in states
-    assert all(a != b for a, b in zip(states, states[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(states))
 
 
 def test_throughput_is_measured_for_every_stream():

@@ -13,8 +13,15 @@ import websockets
 
 from live import live_server
 from panewatch.cli import build_parser
-from panewatch.config import (ConfigError, Settings, env_name, flag_name, flags_from_namespace, options_table,
-                              settings_or_error)
+from panewatch.config import (
+    ConfigError,
+    Settings,
+    env_name,
+    flag_name,
+    flags_from_namespace,
+    options_table,
+    settings_or_error,
+)
 
 
 @pytest.fixture(autouse=True)

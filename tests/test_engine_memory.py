@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
 from panewatch.clock import ManualClock
 from panewatch.engine import Engine
 from panewatch.errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession
@@ -18,7 +19,6 @@ from panewatch.hosts.memory import MemoryHandle, MemoryHost
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.procinfo import Program
 from panewatch.session import SessionSpec
-from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
 
 
 class Rig:
@@ -139,7 +139,7 @@ async def test_a_launch_that_breaks_unexpectedly_leaves_no_session(rig, monkeypa
 async def test_an_argv_or_env_the_os_cannot_take_is_refused_before_any_session(rig):
     for spec in (SessionSpec(command=["agent", "a\x00b"]), SessionSpec(command=["agent", "\ud800"]),
                  SessionSpec(command=["agent"], env={"A=B": "1"}), SessionSpec(command=["agent"], cwd="/tmp\x00")):
-        with pytest.raises(InvalidRequest, match="NUL|encode|bad name"):
+        with pytest.raises(InvalidRequest, match=r"NUL|encode|bad name"):
             rig.engine.create(spec)
     assert rig.host.handles == {} and rig.engine.list() == []
 
@@ -186,7 +186,7 @@ async def test_event_stream_starts_with_a_snapshot_and_resyncs_a_lagging_consume
     try:
         first = await anext(stream)
         assert isinstance(first, Snapshot) and first.sessions == []
-        sid, _ = rig.create()
+        rig.create()
         assert isinstance(await anext(stream), Created)
         for _ in range(3):
             rig.create()  # 6 events into a mailbox of 3: this consumer fell behind

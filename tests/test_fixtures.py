@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from panewatch.fixtures import Fixture, find_folders, load_folder
 from panewatch.manifest import (
     CompiledManifest,

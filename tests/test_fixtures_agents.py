@@ -12,7 +12,8 @@ import re
 from collections import defaultdict
 
 import pytest
-from panewatch.fixtures import Fixture, default_root, find_folders, load_folder
+
+from panewatch.fixtures import Fixture, default_root, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir, region_lines
 from panewatch.screen import Screen
 

@@ -140,10 +140,9 @@ async def test_host_allow_list_guards_against_dns_rebinding(live):
 
 async def test_configured_public_url_and_extra_hosts_are_allowed(tmp_path):
     async with live_server(state_dir=tmp_path / "s", public_url="https://pw.example.org/x",
-                           allowed_hosts=["box.lan"]) as live:
-        async with httpx.AsyncClient(base_url=live.url) as c:
-            for host, status in (("pw.example.org", 200), ("box.lan:8765", 200), ("other.lan", 421)):
-                assert (await c.get("/healthz", headers={"Host": host})).status_code == status, host
+                           allowed_hosts=["box.lan"]) as live, httpx.AsyncClient(base_url=live.url) as c:
+        for host, status in (("pw.example.org", 200), ("box.lan:8765", 200), ("other.lan", 421)):
+            assert (await c.get("/healthz", headers={"Host": host})).status_code == status, host
 
 
 async def test_security_headers_on_the_page_the_api_and_refusals(live):

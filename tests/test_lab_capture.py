@@ -7,6 +7,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from panewatch.fixtures import FixtureTruth, load_folder
 from panewatch_lab.capture import (
     CaptureRefused,
@@ -24,7 +26,6 @@ from panewatch_lab.capture_plan import (
 )
 from panewatch_lab.claude_env import find_claude
 from panewatch_lab.fixture_writer import write_folder
-from pydantic import ValidationError
 
 CLAUDE = find_claude()
 needs_claude = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
+from live import wait_listening
 from panewatch_lab.claude_env import claude_argv, find_claude, prepare_home
 from panewatch_lab.loopback import free_port
 from panewatch_lab.pty_session import PtySession
-
-from live import wait_listening
 
 CLAUDE = find_claude()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "

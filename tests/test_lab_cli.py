@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from panewatch_lab.cli import COMMANDS, main, parse_sizes
-from panewatch_lab.loopback import free_port
 
 from live import wait_listening
+from panewatch_lab.cli import COMMANDS, main, parse_sizes
+from panewatch_lab.loopback import free_port
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -177,10 +177,7 @@ async def test_tool_use_input_is_assembled_from_json_deltas(served: Served) -> N
         (tool_round("task:bash", "Bash", "The user doesn't want to proceed with this tool use.", error=True),
          "bash-denied"),
         # after a denial the CLI sends the rejection and the next typed words in one message
-        (tool_round("task:bash", "Bash", "rejected", error=True)[:2] + [{"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "rejected", "is_error": True},
-            {"type": "text", "text": "[Request interrupted by user for tool use]\n"},
-            {"type": "text", "text": "task:hello"}]}], "hello"),
+        ([*tool_round("task:bash", "Bash", "rejected", error=True)[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "rejected", "is_error": True}, {"type": "text", "text": "[Request interrupted by user for tool use]\n"}, {"type": "text", "text": "task:hello"}]}], "hello"),
         ([user("something else")], "fallback"),
     ],
 )

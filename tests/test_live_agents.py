@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from live import Live, live_server
 from panewatch_lab.agent_labs import LABS, AgentLab
 from panewatch_lab.agent_scenario import last_turn

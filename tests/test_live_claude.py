@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from live import Live, live_server
 from panewatch_lab.claude_env import PINNED_VERSION, find_claude, prepare_home
 from panewatch_lab.mock_server import MockServer

@@ -151,7 +151,7 @@ def test_prose_above_the_prompt_box_is_not_a_dialog(tmp_path):
     """, tmp_path)
     verdict = m.classify(SCREEN)
     assert verdict.state == "working" and verdict.rule == "spinner"
-    dialog = SCREEN[:5] + ["─" * 40, " Do you want to proceed?", " ❯ 1. Yes", "   2. No", " Esc to cancel · Tab to amend"]
+    dialog = [*SCREEN[:5], "─" * 40, " Do you want to proceed?", " ❯ 1. Yes", "   2. No", " Esc to cancel · Tab to amend"]
     assert m.classify(dialog).rule == "dialog"
 
 

@@ -162,9 +162,7 @@ def test_re2_agrees_with_re_on_every_fixture_screen(name, pattern, ignore_case):
         _agree(pattern, flags, text)
 
 
-_ALPHABET = st.sampled_from(list("aAyYnN ❯›•◦…·─│>:?()[]/\n\t\u00a0\u2003\u3000é1٣_-.") +
-                            ["Password", "password", "Esc to cancel", "esc to interrupt", "1. ",
-                             "(Y)es/(N)o", "[y/N]", "Do you want to proceed?", "Working (", "ask> "])
+_ALPHABET = st.sampled_from([*list("aAyYnN ❯›•◦…·─│>:?()[]/\n\t\xa0\u2003\u3000é1٣_-."), "Password", "password", "Esc to cancel", "esc to interrupt", "1. ", "(Y)es/(N)o", "[y/N]", "Do you want to proceed?", "Working (", "ask> "])
 
 
 @pytest.mark.skipif(not HAS_RE2, reason="google-re2 has no wheel for this platform")

@@ -68,7 +68,6 @@ async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) 
     """A pane whose program says ``state=working`` out of band and draws nothing a rule knows
     reads working with source ``status``; /explain shows the status, its age and that it counts."""
     from engine_support import bash, wait_state
-
     from panewatch.session import SessionSpec
 
     script = (r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "

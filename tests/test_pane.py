@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from panes_support import IDLE, PROMPT, WORKING
 from panewatch.clock import ManualClock
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.pane import Pane
@@ -9,7 +10,6 @@ from panewatch.procinfo import Program
 from panewatch.screen import Screen
 from panewatch.signals import Report
 from panewatch.states import Source, State
-from panes_support import IDLE, PROMPT, WORKING
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from panewatch.screen import Screen
 
-
 _PLAIN_PIECES = st.sampled_from([
     "a", "b", "hello ", "x" * 37, "\r", "\n", "\r\n", "\b", "\t", "\x1b[31m", "\x1b[1;44m", "\x1b[0m",
     "\x1b[7m", "\x1b[2K", "\x1b[K", "\x1b[1K", "\x1b[J", "\x1b[2J", "\x1b[1J", "\x1b[H", "\x1b[3;5H",

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from panewatch.integrations.claude import CLAUDE_HOOK_EVENTS, REPORT_COMMAND, UnknownPayload, claude_settings, state_from_payload
+from panewatch.integrations.claude import (
+    CLAUDE_HOOK_EVENTS,
+    REPORT_COMMAND,
+    UnknownPayload,
+    claude_settings,
+    state_from_payload,
+)
 from panewatch.manifest import Verdict
 from panewatch.signals import Report, combine
 
@@ -94,7 +100,7 @@ def test_claude_settings_adds_a_reporting_hook_per_event():
     settings = json.loads(claude_settings())
     assert set(settings) == {"hooks"}
     assert set(settings["hooks"]) == set(CLAUDE_HOOK_EVENTS)
-    for event, entries in settings["hooks"].items():
+    for entries in settings["hooks"].values():
         (entry,) = entries
         (hook,) = entry["hooks"]
         assert hook["type"] == "command" and hook["command"] == REPORT_COMMAND

@@ -119,7 +119,7 @@ async def test_recorded_session_replays_to_the_states_it_had(tmp_path):
         r = await live.http.delete(f"/api/sessions/{sid}")
         assert r.status_code == 200
         after = await live.http.get(f"/api/sessions/{sid}/transcript")  # the file outlives the session
-        assert after.status_code == 200 and after.content.startswith(r"{""".encode())
+        assert after.status_code == 200 and after.content.startswith(br"{"b"")
         assert len(after.content) >= len(cast_file.read_bytes())
         assert (await live.http.get("/api/sessions/0123abcd/transcript")).status_code == 404
         assert (await live.http.get("/api/sessions/..%2F..%2Fetc/transcript")).status_code == 404

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
-from . import plugins
-from . import transcript
+from . import plugins, transcript
 from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
@@ -54,7 +53,7 @@ def render(data: bytes, rows: int, cols: int, backend: str = "pyte") -> ScreenLi
     return screen
 
 
-def _screen_of(path: str, args: argparse.Namespace) -> Screen:
+def _screen_of(path: str, args: argparse.Namespace) -> ScreenLike:
     """The screen a raw capture (at --rows x --cols) or a .cast recording (at its moment --at) shows."""
     if path.endswith(".cast"):
         try:
@@ -247,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] in plugin_names():
             return run_plugin(argv[0], argv[1:])
         args = build_parser().parse_args(argv)
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except CliError as exc:
         print(f"panewatch: {exc}", file=sys.stderr)
         return EXIT_USAGE

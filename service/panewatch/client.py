@@ -41,7 +41,7 @@ async def wait_state(sid: str, until: str, *, url: str, token: str, timeout: flo
 
         try:
             return await asyncio.wait_for(watch(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
 

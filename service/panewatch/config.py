@@ -10,8 +10,13 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError,
-                               TomlConfigSettingsSource)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 
 class Settings(BaseSettings):

@@ -45,12 +45,6 @@ class NotReadingInput(Conflict):
         super().__init__(f"the agent is not reading its input ({detail})", decision)
 
 
-class SpawnFailed(PanewatchError):
-    """The host could not start the agent and no session was kept for it."""
-
-    status = 422
-
-
 class Unavailable(PanewatchError):
     """The engine is not running (starting up or shutting down)."""
 

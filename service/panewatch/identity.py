@@ -83,7 +83,8 @@ def protect_process() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         PR_SET_DUMPABLE = 4
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        result: int = libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return result == 0
     except (OSError, AttributeError):
         return False
 

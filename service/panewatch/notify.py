@@ -48,7 +48,7 @@ def load_messages(path: Path = MESSAGES_FILE) -> dict[str, dict[str, str]]:
         return tomllib.load(f)
 
 
-class _Safe(dict):
+class _Safe(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 
@@ -149,7 +149,7 @@ class Notifier:
                 stderr=asyncio.subprocess.DEVNULL,
             )
             await asyncio.wait_for(proc.wait(), 30)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             log.warning("notification command failed: %s", exc, extra={"session": note.session})
 
     async def aclose(self) -> None:

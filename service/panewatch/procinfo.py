@@ -62,4 +62,4 @@ def program_name(pid: int) -> Program | None:
 
 
 def is_shell(name: str | None) -> bool:
-    return bool(name) and os.path.basename(name) in SHELLS  # type: ignore[arg-type]
+    return name is not None and os.path.basename(name) in SHELLS

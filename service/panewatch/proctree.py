@@ -254,7 +254,7 @@ class Containment:
 class Reaper:
     """The server's containments: make them, kill them whole, and clean up after a killed server."""
 
-    def __init__(self, state_dir: Path | None, *, cgroups: Cgroups | None | bool = True) -> None:
+    def __init__(self, state_dir: Path | None, *, cgroups: Cgroups | bool | None = True) -> None:
         self.state_dir = state_dir
         self.cgroups: Cgroups | None = Cgroups.detect() if cgroups is True else (cgroups or None)
         self.live: dict[str, Containment] = {}
@@ -386,10 +386,9 @@ class Reaper:
 
     def release(self, c: Containment) -> None:
         """Forget a containment whose processes are gone (its cgroup is removed)."""
-        if c.cgroup is not None:
-            if not Cgroups.remove(c.cgroup):
-                self.kill(c, include_root=False)
-                Cgroups.remove(c.cgroup)
+        if c.cgroup is not None and not Cgroups.remove(c.cgroup):
+            self.kill(c, include_root=False)
+            Cgroups.remove(c.cgroup)
         with self._lock:
             if self.live.get(c.session) is c:
                 del self.live[c.session]

@@ -28,6 +28,10 @@ READ_SIZE = 65536
 WRITE_QUEUE_LIMIT = 1 << 20
 
 
+# background reapers of children still running after close (strong references until they finish)
+_REAPERS: set[asyncio.Task[None]] = set()
+
+
 class SpawnError(Exception):
     """The command could not be started (not found, not executable, bad folder)."""
 
@@ -297,7 +301,9 @@ class PtyProcess:
             self._pidfd = -1
             if self._proc.poll() is None:
                 # still running after close: reap it in the background when it goes
-                asyncio.ensure_future(self._reap_later())
+                task = asyncio.ensure_future(self._reap_later())
+                _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
+                task.add_done_callback(_REAPERS.discard)
 
     async def _reap_later(self) -> None:
         while self._proc.poll() is None:

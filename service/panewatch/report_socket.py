@@ -20,8 +20,8 @@ import logging
 import os
 import secrets
 import socket
-import tempfile
 import struct
+import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -103,7 +103,7 @@ class ReportSocket:
         try:
             pid, uid = peer_pid(writer.get_extra_info("socket"))
             status, answer = await asyncio.wait_for(self._one_request(conn, reader, pid, uid), READ_TIMEOUT_S)
-        except (asyncio.TimeoutError, h11.RemoteProtocolError, ConnectionError, OSError):
+        except (TimeoutError, h11.RemoteProtocolError, ConnectionError, OSError):
             status, answer = 400, {"detail": "bad or slow request"}
         except Exception:  # never let a hook's request take the server's loop down
             log.exception("report socket request failed")

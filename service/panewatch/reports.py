@@ -15,7 +15,6 @@ from .auth import REPORT_REFUSED
 from .integrations.base import UnknownPayload
 
 
-
 def take_report(sid: str, body: bytes, apply: Callable[[str, dict[str, Any]], Any],
                 state_of: Callable[[str], str], gone: tuple[type[Exception], ...] = (LookupError,),
                 ) -> tuple[int, dict[str, Any]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .backends import ScreenLike
 from .screen import Screen
 
 log = logging.getLogger("panewatch.transcript")
@@ -173,7 +174,6 @@ class Transcript:
         self._file.flush()
 
 
-
 # --- reading and replaying ---------------------------------------------------------------------
 
 
@@ -193,10 +193,6 @@ class Cast:
     @property
     def cols(self) -> int:
         return int(self.header["width"])
-
-    @property
-    def duration(self) -> float:
-        return self.events[-1][0] if self.events else 0.0
 
 
 def parse_size(data: str) -> tuple[int, int]:
@@ -241,7 +237,7 @@ def read_cast(path: Path | str) -> Cast:
 
 
 def replay(cast: Cast, at: float | None = None,
-           screen_factory: Callable[[int, int], Any] = Screen) -> Any:
+           screen_factory: Callable[[int, int], ScreenLike] = Screen) -> ScreenLike:
     """A fresh screen of the header's size after every event up to ``at`` (None: the end)."""
     screen = screen_factory(cast.rows, cast.cols)
     for t, kind, data in cast.events:

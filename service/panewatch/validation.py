@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
 from fastapi.exceptions import RequestValidationError
@@ -79,7 +79,7 @@ def clean_text(value: str, limit: int = REPORT_TEXT_MAX) -> str:
     return value[:limit]
 
 
-def clean_report(payload: Mapping[str, Any]) -> dict[str, Any]:
+def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
     """A hook payload reduced to what a state can carry: top-level scalars, text cleaned and cut.
 
     Nested values (``tool_input``...) are dropped: no state reads them, and they are where a
@@ -105,6 +105,7 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):

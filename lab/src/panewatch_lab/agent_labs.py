@@ -17,8 +17,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
-from panewatch_lab import codex_env, gemini_env, aider_env
-from panewatch_lab import mock_chat, mock_codex, mock_gemini
+from panewatch_lab import aider_env, codex_env, gemini_env, mock_chat, mock_codex, mock_gemini
 
 REPO = Path(__file__).resolve().parents[3]
 

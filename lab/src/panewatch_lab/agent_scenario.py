@@ -94,7 +94,7 @@ class TurnLog:
     """Append-only JSON-lines log of requests and replies, shared by concurrent requests."""
 
     def __init__(self, path: str | Path | None = None, bodies: bool = False) -> None:
-        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None
+        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None  # noqa: SIM115 -- lives with the log, closed by close()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.bodies = bodies
@@ -162,7 +162,7 @@ def schema_value(schema: Any, depth: int = 0) -> Any:
     """A value valid for a JSON schema (side requests ask for structured JSON)."""
     if not isinstance(schema, dict) or depth > 6:
         return "mock"
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     kind = schema.get("type")
     if isinstance(kind, list):

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-
-from panewatch_lab.capture import Captured, Failure, replay
+from panewatch_lab.capture import replay
 from panewatch_lab.capture_plan import load_plan
 
 DEFAULT_SIZES = [(32, 120), (24, 80), (50, 160)]
@@ -96,7 +95,7 @@ def table(rows: Sequence[Row], sizes: Sequence[tuple[int, int]]) -> str:
     kinds: dict[tuple[str, str], dict[str, Row]] = {}
     for row in rows:
         kinds.setdefault((row.expected, row.kind), {})[row.size] = row
-    head = f"| kind | expected | " + " | ".join(size_names) + " |"
+    head = "| kind | expected | " + " | ".join(size_names) + " |"
     out = [head, "|" + "---|" * (2 + len(size_names))]
     for (expected, kind), by_size in kinds.items():
         cells = []

@@ -18,7 +18,6 @@ from .eval_bot import Bot, sleep_until, wait_for
 from .eval_log import JsonlTail, Recorder
 
 
-
 @dataclass(frozen=True)
 class FakeOptions:
     seed: int = 7

@@ -81,7 +81,7 @@ class ServiceHarness:
         def run() -> None:
             try:
                 done.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            except BaseException as exc:
                 done.set_exception(exc)
 
         self.loop.call_soon_threadsafe(run)

@@ -195,7 +195,7 @@ class Agent:
         self.args, self.w = args, wording
         self.rng = random.Random(args.seed)
         self.term = Terminal(sys.stdout, _columns())
-        self.state_file = Path(args.state_file).open("a", buffering=1) if args.state_file else None
+        self.state_file = Path(args.state_file).open("a", buffering=1) if args.state_file else None  # noqa: SIM115 -- open for the agent's life
         self.state = ""
         self.cwd = os.getcwd()
         # --auto's own delays come from a second generator, so the plan is the same with or without it

@@ -37,7 +37,7 @@ class RequestLog:
     """Append-only JSON-lines log shared by concurrent requests."""
 
     def __init__(self, path: str | Path | None, bodies: bool = False) -> None:
-        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None
+        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None  # noqa: SIM115 -- lives with the log, closed by close()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self.bodies = bodies

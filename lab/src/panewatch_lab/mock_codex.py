@@ -23,7 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch_lab.agent_scenario import AgentScenario, AgentStep, TurnLog, load_agent_scenario, schema_value, typed_text
+from panewatch_lab.agent_scenario import (
+    AgentScenario,
+    AgentStep,
+    TurnLog,
+    load_agent_scenario,
+    schema_value,
+    typed_text,
+)
 
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 

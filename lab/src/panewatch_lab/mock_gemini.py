@@ -19,7 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch_lab.agent_scenario import AgentScenario, AgentStep, TurnLog, load_agent_scenario, schema_value, typed_text
+from panewatch_lab.agent_scenario import (
+    AgentScenario,
+    AgentStep,
+    TurnLog,
+    load_agent_scenario,
+    schema_value,
+    typed_text,
+)
 
 
 def read_contents(body: dict[str, Any]) -> tuple[str, str, str]:

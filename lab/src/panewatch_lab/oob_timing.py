@@ -20,7 +20,6 @@ from pathlib import Path
 
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.screen import Screen
-
 from panewatch_lab.agent_capture import type_text
 from panewatch_lab.agent_labs import get_lab
 from panewatch_lab.agent_scenario import last_turn

@@ -117,7 +117,7 @@ class PtySession:
         def run() -> None:
             try:
                 done.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            except BaseException as exc:
                 done.set_exception(exc)
 
         self._loop.call_soon_threadsafe(run)

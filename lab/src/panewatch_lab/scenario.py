@@ -196,9 +196,7 @@ def matches(when: When, conv: Conversation) -> bool:
         return False
     if when.error is not None and when.error != conv.error:
         return False
-    if when.system is not None and not re.search(when.system, conv.system):
-        return False
-    return True
+    return when.system is None or re.search(when.system, conv.system) is not None
 
 
 def choose(scenario: Scenario, conv: Conversation) -> Step:

@@ -26,7 +26,7 @@ import asyncio
 import collections
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -153,7 +153,7 @@ class AcpClient:
         except StdioWriteRefused as exc:
             raise PeerGone(str(exc)) from None
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -533,9 +533,11 @@ def _tool_detail(tool: p.ToolCallRef) -> str:
 def _short(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         errs = exc.errors()
-        first = errs[0] if errs else {}
-        loc = ".".join(str(x) for x in first.get("loc", ()))
-        return f"{loc or 'value'}: {first.get('msg', 'invalid')}" + (f" (+{len(errs) - 1} more)" if len(errs) > 1 else "")
+        if not errs:
+            return "value: invalid"
+        first = errs[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        return f"{loc or 'value'}: {first['msg']}" + (f" (+{len(errs) - 1} more)" if len(errs) > 1 else "")
     return str(exc)[:300]
 
 

@@ -163,12 +163,6 @@ class Conversation:
                 entry.text = "\n".join(texts)[:MAX_TOOL_TEXT]
         self.seq += 1
 
-    def tool_status(self, tool_call_id: str, status: str) -> None:
-        entry = self._tools.get(tool_call_id)
-        if entry is not None and entry.status != status:
-            entry.status = status
-            self.seq += 1
-
     def ask(self, permission: PendingPermission) -> None:
         self.permissions.append(permission)
         self.seq += 1
@@ -221,10 +215,10 @@ class Conversation:
                 para("  -- ", e.text)
         if self.plan:
             out.append("  Plan:")
-            for p in self.plan:
-                para(f"    {PLAN_MARK.get(p['status'], '[?]')} ", p["content"])
-        for p in self.permissions:
-            para("  ? ", f"Permission: {p.title} ({p.tool_kind})")
-            for o in p.options:
+            for step in self.plan:
+                para(f"    {PLAN_MARK.get(step['status'], '[?]')} ", step["content"])
+        for ask in self.permissions:
+            para("  ? ", f"Permission: {ask.title} ({ask.tool_kind})")
+            for o in ask.options:
                 para("      ", f"[{o['option_id']}] {o['name']} ({o['kind']})")
         return [line[:width] for line in out]

@@ -27,7 +27,6 @@ log = logging.getLogger("panewatch.acp.jsonrpc")
 MAX_LINE = 16 * 1024 * 1024
 
 # Standard JSON-RPC error codes.
-PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -113,15 +112,12 @@ class Peer:
         self._buf = bytearray()
         self._dropping = False  # inside an oversized line: skip to its newline
         self._closed = False
-        self.messages_in = 0
-        self.messages_out = 0
 
     # -- sending ---------------------------------------------------------------------------
     def _write(self, message: dict[str, Any]) -> None:
         if self._closed:
             raise PeerGone("the agent's output has ended")
         self._send(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
-        self.messages_out += 1
 
     def call(self, method: str, params: Any = None) -> asyncio.Future[Any]:
         """Send a request *now* (in order with notifications sent after it) and return the
@@ -155,10 +151,6 @@ class Peer:
             self._write(message)
         except (PeerGone, OSError):
             pass  # the agent is gone; nobody is waiting for the answer
-
-    @property
-    def pending_requests(self) -> list[str]:
-        return [method for method, _ in self._pending.values()]
 
     # -- reading ---------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
@@ -204,7 +196,6 @@ class Peer:
         except ValueError:
             self._on_fault(Fault("noise", "a line on stdout that is not JSON", _sample(line)))
             return
-        self.messages_in += 1
         self._dispatch(message, line)
 
     def _dispatch(self, message: Any, line: bytes) -> None:

@@ -8,15 +8,11 @@ rejected them would break on every adapter release. A message that lacks what we
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 PROTOCOL_VERSION = 1
-
-#: Why a prompt turn ended (``session/prompt`` response). Unknown values are kept as given.
-STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
-OPTION_KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
 
 
 class _Lenient(BaseModel):
@@ -92,8 +88,6 @@ def selected(option_id: str) -> dict[str, Any]:
 
 
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
-
-ClientMethod = Literal["session/request_permission", "fs/read_text_file", "fs/write_text_file"]
 
 
 def client_capabilities() -> dict[str, Any]:

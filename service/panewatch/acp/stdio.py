@@ -22,6 +22,10 @@ WRITE_QUEUE_LIMIT = 8 * 1024 * 1024
 STDERR_TAIL = 8 * 1024
 
 
+# background reapers of children still running after close (strong references until they finish)
+_REAPERS: set[asyncio.Task[None]] = set()
+
+
 class StdioSpawnError(Exception):
     """The command could not be started (not found, not executable, bad folder)."""
 
@@ -205,7 +209,9 @@ class StdioChild:
             os.close(self._pidfd)
             self._pidfd = -1
             if self._proc.poll() is None:
-                asyncio.ensure_future(self._reap_later())
+                task = asyncio.ensure_future(self._reap_later())
+                _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
+                task.add_done_callback(_REAPERS.discard)
 
     async def _reap_later(self) -> None:
         while self._proc.poll() is None:

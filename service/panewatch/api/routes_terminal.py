@@ -243,11 +243,17 @@ class TermClient:
         not taken yet still counts against the backlog, so a stuck socket trips the resync)."""
         if not self.items:
             return None
-        if isinstance(self.items[0], dict):
-            return self.items.popleft()
+        first = self.items[0]
+        if isinstance(first, dict):
+            self.items.popleft()
+            return first
         out = bytearray()
-        while self.items and not isinstance(self.items[0], dict) and len(out) < CHUNK:
-            out += self.items.popleft()  # type: ignore[operator]
+        while self.items and len(out) < CHUNK:
+            item = self.items[0]
+            if isinstance(item, dict):
+                break
+            out += item
+            self.items.popleft()
         self.backlog -= len(out)
         return bytes(out)
 

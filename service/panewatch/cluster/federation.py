@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import logging
 import time
@@ -332,7 +333,8 @@ class ClusterEngine:
         async for chunk in source:
             yield {"b": base64.b64encode(chunk).decode()}
 
-    async def _pump(self, watch: str, subject: str, source: AsyncIterator[Any], expiry: list[float]) -> None:
+    # `list` alone means the method above here (annotations resolve in the class body)
+    async def _pump(self, watch: str, subject: str, source: AsyncIterator[Any], expiry: builtins.list[float]) -> None:
         """Publish a stream's items while its lease holds; a watcher that went away costs nothing."""
         try:
             iterator = source.__aiter__()

@@ -32,6 +32,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import KeyValueConfig, StorageType
+from nats.js.client import JetStreamContext
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
@@ -142,8 +143,9 @@ class NodeLink:
             # bound it, so a wrong URL or credentials is one clear error at start
             await asyncio.wait_for(self._nc.connect(
                 servers=[self.opts.url], name=f"panewatch-{self.node}", user_credentials=self.opts.creds,
-                tls=_ssl_context(self.opts), connect_timeout=self.opts.connect_timeout_s,
-                max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,
+                # nats-py annotates both timeouts as int but only hands them to asyncio (floats work)
+                tls=_ssl_context(self.opts), connect_timeout=self.opts.connect_timeout_s,  # type: ignore[arg-type]
+                max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,  # type: ignore[arg-type]
                 disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected,
                 error_cb=self._on_error), self.opts.connect_timeout_s + 1)
         except Exception as exc:  # nats-py raises several unrelated types for a refused connect
@@ -170,7 +172,7 @@ class NodeLink:
         log.info("joined the cluster at %s as node %s", redact(self.opts.url), self.node)
 
     @staticmethod
-    async def _bucket(js: Any, name: str, ttl: float | None) -> KeyValue:
+    async def _bucket(js: JetStreamContext, name: str, ttl: float | None) -> KeyValue:
         try:
             return await js.key_value(name)
         except BucketNotFoundError:
@@ -295,7 +297,7 @@ class NodeLink:
                     handle(entry)
         finally:
             try:
-                await watcher.stop()
+                await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves stop() unannotated
             except Exception:  # the connection may already be gone
                 pass
 

@@ -1,0 +1,77 @@
+"""Names vulture cannot see being used: frameworks call them, or tests drive them as seams.
+
+Read by vulture only (scripts/check), never imported. One line per name, with who uses it.
+"""
+
+# pydantic: model configuration, validators run by the model, wire fields parsed and kept
+model_config  # pydantic.BaseModel / BaseSettings
+_agent_or_command  # api.models: @model_validator
+_one_of  # api.models: @model_validator
+_folder  # config: @field_validator
+settings_customise_sources  # config: pydantic-settings hook
+dotenv_settings  # config: keyword argument pydantic-settings passes to the hook
+file_secret_settings  # config: keyword argument pydantic-settings passes to the hook
+agent_capabilities  # acp.protocol: InitializeResponse field (the agent's answer, kept whole)
+auth_methods  # acp.protocol: InitializeResponse field
+locations  # acp.protocol: ToolCall field
+
+# FastAPI: route functions, registered by decorator
+ws_conversation  # api.routes_acp
+healthz  # api.routes_service
+metrics_text  # api.routes_service
+logout  # api.routes_service
+static  # api.routes_service
+create_session  # api.routes_sessions
+list_sessions  # api.routes_sessions
+get_session  # api.routes_sessions
+delete_session  # api.routes_sessions
+get_screen  # api.routes_sessions
+ws_state  # api.routes_ws
+ws_screen  # api.routes_ws
+
+# test seams and counters read by tests (part of the tested surface)
+ManualClock  # clock: the deterministic clock tests inject
+tick  # clock.ManualClock.tick
+resyncs  # events.EventStream: how often a slow consumer was resynced
+notified  # oob: when the out-of-band watcher last reported
+options_table  # config: the README's options table is checked against it
+MemoryHost  # hosts.memory: the in-memory host the engine tests run on
+input  # hosts.memory: what the in-memory agent was sent (tests read it)
+engines  # manifest: which regex engine each rule runs on (tests read it)
+survives_restart  # hosts: a host's capability (tests read it)
+
+# pyte: its Stream dispatches escape sequences to Screen methods by name (screen.Screen.csi too)
+reverse_index
+write_process_input  # pyte.Screen calls it to answer a terminal query
+report_device_attributes
+erase_characters
+alignment_display
+repeat_last
+scroll_up
+scroll_down
+insert_lines
+delete_lines
+insert_characters
+delete_characters
+cursor_to_line
+
+# pydantic validators in manifest (decorated, run by the model)
+_known_region
+_valid_regexes
+_has_patterns
+_unique_rule_names
+
+# fields written into foreign objects: re2.Options, and C structs libghostty reads (screen_ghostty)
+log_errors
+max_mem
+conformance_level
+num_features
+device_type
+firmware_version
+rom_cartridge
+unit_id
+cell_height
+cell_width
+trim
+unwrap
+selection
