@@ -491,6 +491,12 @@ class RuleTrace:
 
 NO_MATCH = "no rule matched: idle by default (never blocked)"
 
+#: Region texts remembered per rule with their outcome. A spinner frame changes the screen but
+#: usually not the text a rule reads, so the same text is not searched again; panes showing the
+#: same screen (many agents of one kind) share the memo through their manifest. Bounded: the
+#: memo is cleared when full, so a flood of distinct texts costs at most one search each.
+MEMO_SIZE = 256
+
 
 @dataclass
 class CompiledRule:
@@ -498,6 +504,7 @@ class CompiledRule:
     any: list[Any]  # re.Pattern, or _Re2Pattern (the same ``pattern``/``search``)
     all: list[Any]
     not_: list[Any]
+    memo: dict[str, tuple[bool, list[str], str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, rule: Rule) -> CompiledRule:
@@ -509,6 +516,17 @@ class CompiledRule:
     def engines(self) -> set[str]:
         """``re2`` and/or ``re``: which engine runs this rule's patterns."""
         return {getattr(p, "engine", "re") for p in (*self.any, *self.all, *self.not_)}
+
+    def match_memo(self, text: str) -> tuple[tuple[bool, list[str], str], bool]:
+        """``match(text)``, from the memo when this exact text was searched before; and whether
+        it was searched now (only a real search says anything about the rule's cost)."""
+        found = self.memo.get(text)
+        if found is not None:
+            return found, False
+        if len(self.memo) >= MEMO_SIZE:
+            self.memo.clear()
+        found = self.memo[text] = self.match(text)
+        return found, True
 
     def match(self, text: str) -> tuple[bool, list[str], str]:
         """(matched, evidence, reason) for the region's text."""
@@ -573,10 +591,11 @@ class CompiledManifest:
         for compiled in self.rules:
             text = self._region_text(cache, compiled.rule, lines, title, cursor_row)
             started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
-            matched, evidence, _ = compiled.match(text)
-            took = (time.thread_time() - started) * 1000
-            if took > RULE_BUDGET_MS:
-                self._over_budget(compiled.rule, took, len(text))
+            (matched, evidence, _), searched = compiled.match_memo(text)
+            if searched:
+                took = (time.thread_time() - started) * 1000
+                if took > RULE_BUDGET_MS:
+                    self._over_budget(compiled.rule, took, len(text))
             if matched:
                 rule = compiled.rule
                 return Verdict(rule.state, rule.name, rule.why, evidence[-1] if evidence else "")
