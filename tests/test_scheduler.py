@@ -100,11 +100,11 @@ def test_the_sweep_runs_every_interval_and_is_timed():
     assert sched.sweeps == 4
 
 
-def test_change_mode_sweeps_no_more_than_every_two_seconds():
+def test_change_mode_sweeps_at_the_sweep_pace_as_its_shared_tick():
     clock, flow, sched = make(Timing(mode="change", sweep_s=0.5))
     sched.start()
-    clock.advance(4.0)
-    assert flow.of("sweep") == [1002.0, 1004.0]
+    clock.advance(2.0)
+    assert flow.of("sweep") == [1000.5, 1001.0, 1001.5, 1002.0]
 
 
 def test_change_mode_reads_a_big_repaint_once_output_pauses():
@@ -131,18 +131,17 @@ def test_change_mode_caps_the_wait_under_output_that_never_pauses():
     assert len(flow.of("due")) <= 2  # about once per cap, not once per chunk
 
 
-def test_change_mode_reads_small_changes_at_the_sweep_pace():
+def test_change_mode_leaves_small_changes_to_the_shared_sweep():
     clock, flow, sched = make(Timing(mode="change", sweep_s=0.7, settle_s=0.04, cap_s=0.15, change_bytes=256))
+    sched.start()
     p = pane(clock)
     sched.add("a", p)
-    for _ in range(10):  # a spinner: 40 bytes every 50 ms
-        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
+    for _ in range(15):  # a spinner: 10 bytes every 50 ms, never change_bytes in all
+        deliver(sched, "a", p, b"\r* Work 01")
         clock.advance(0.05)
-    assert flow.of("due") == []  # 0.5 s of spinner frames: not read yet
-    for _ in range(5):
-        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
-        clock.advance(0.05)
-    assert flow.of("due") == ["a"]  # read once, at the sweep pace
+    # no timer of its own, no read of its own: the sweep (one tick for every pane) reads it
+    assert flow.of("due") == [] and not sched._timers
+    assert flow.of("sweep") == [1000.7]
 
 
 def test_a_forgotten_pane_is_never_read_again():
@@ -158,4 +157,4 @@ def test_a_forgotten_pane_is_never_read_again():
 @pytest.mark.parametrize("mode", ["sweep", "change"])
 def test_sweep_interval_property(mode):
     t = Timing(mode=mode, sweep_s=0.7)
-    assert t.sweep_interval == (0.7 if mode == "sweep" else 2.0)
+    assert t.sweep_interval == 0.7

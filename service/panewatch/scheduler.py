@@ -9,7 +9,9 @@ One component with an injected clock, so its rules are tested by moving a clock 
   ``low_water`` (its agent blocks on write, as behind a terminal that cannot keep up);
 - the sweep reads every pane whose screen or signals moved, every ``sweep_s``;
 - change mode reads a pane once its output pauses (``settle_s``), at most ``cap_s`` after a
-  big change; small changes (a spinner frame) wait up to ``sweep_s``.
+  big change; small changes (a spinner frame) are left to the sweep, one shared tick every
+  ``sweep_s`` for every pane, instead of a timer per pane and burst: that wake-up per burst was
+  what made change mode cost more than the sweep.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ class Timing:
 
     @property
     def sweep_interval(self) -> float:
-        """Change mode still sweeps (for reports going stale), just less often."""
-        return self.sweep_s if self.mode == "sweep" else max(self.sweep_s, 2.0)
+        """Both modes sweep every ``sweep_s``: in change mode the sweep is the shared tick that
+        reads small changes (and notices reports going stale)."""
+        return self.sweep_s
 
 
 class Flow(Protocol):
@@ -73,7 +76,6 @@ class Scheduler:
         self._paused: set[str] = set()
         self._timers: dict[str, Timer] = {}
         self._first_big: dict[str, float] = {}  # change mode: first unread big change
-        self._first_small: dict[str, float] = {}  # change mode: first unread small change
         self._sweep_timer: Timer | None = None
         # figures for /metrics and the benchmark
         self.sweeps = 0
@@ -103,7 +105,6 @@ class Scheduler:
         if timer is not None:
             timer.cancel()
         self._first_big.pop(key, None)
-        self._first_small.pop(key, None)
 
     def backlog(self) -> int:
         """The largest backlog (bytes received, not yet emulated) of any pane right now."""
@@ -177,15 +178,14 @@ class Scheduler:
         return pane.unread_bytes >= self.timing.change_bytes or now < pane.hot_until
 
     def _schedule_change(self, key: str, pane: Pane) -> None:
-        """Read once output pauses (``settle_s``), no later than ``cap_s`` after a big change;
-        a small change waits up to the sweep interval. A dialog is a repaint of hundreds of
-        bytes; reading after every 60-byte spinner frame costs ten reads a second for nothing."""
+        """Read once output pauses (``settle_s``), no later than ``cap_s`` after a big change.
+        A small change (a spinner frame) waits for the sweep: a dialog is a repaint of hundreds
+        of bytes, and a timer per 60-byte frame costs a wake-up and a read for nothing."""
         t, now = self.timing, self.clock.time()
-        if self._hot(pane, now):
-            first = self._first_big.setdefault(key, now)
-            due = min(now + t.settle_s, first + t.cap_s)
-        else:
-            due = self._first_small.setdefault(key, now) + t.sweep_s
+        if not self._hot(pane, now):
+            return
+        first = self._first_big.setdefault(key, now)
+        due = min(now + t.settle_s, first + t.cap_s)
         timer = self._timers.get(key)
         if timer is not None:
             if timer.when() <= due:
@@ -209,7 +209,6 @@ class Scheduler:
                 # the tail of a big repaint, split over reads, is read promptly too
                 pane.hot_until = now + 2 * t.settle_s
         self._first_big.pop(key, None)
-        self._first_small.pop(key, None)
         if pane.pending:
             pane.feed_all()
             self.flow.fed(key)
