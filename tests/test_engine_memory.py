@@ -244,3 +244,21 @@ async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig)
     assert gone is None and "0e0f0a0b" not in rig.engine
     with pytest.raises(InvalidRequest, match="unknown host"):
         rig.engine.create(SessionSpec(command=["agent"], host="tmux"))
+
+
+async def test_an_idle_pane_costs_no_foreground_sampling_per_sweep(rig):
+    sid, agent = rig.create()
+    asked: list[int] = []
+    real = agent.foreground_pgid
+    agent.foreground_pgid = lambda: (asked.append(1), real())[1]
+    agent.emit(IDLE)
+    for _ in range(25):  # within FG_REREAD_S of its output the program is looked up once more
+        await rig.settle()
+    assert asked and rig.engine.get(sid)["state"] == "idle"
+    before, classified = len(asked), rig.engine.stats()["classifications"]
+    for _ in range(50):  # 50 sweeps with no output: no sampling, no reading
+        await rig.settle()
+    assert len(asked) == before and rig.engine.stats()["classifications"] == classified
+    agent.emit(WORKING)  # output again: sampled and read again
+    await rig.settle()
+    assert len(asked) > before and rig.engine.get(sid)["state"] == "working"

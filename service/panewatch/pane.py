@@ -30,6 +30,7 @@ class Foreground:
     program: Program | None = None
     gen: int = 0  # bumped whenever the group or its program changes
     read_at: float = float("-inf")
+    bytes_at: int = -1  # the pane's ``bytes_read`` when the program was last looked up
 
 
 class Pane:
@@ -98,13 +99,20 @@ class Pane:
         fg, now = self.fg, self.clock()
         if pgid == fg.pgid and now - fg.read_at < FG_REREAD_S:
             return False
-        fg.read_at = now
+        fg.read_at, fg.bytes_at = now, self.bytes_read
         program = lookup(pgid) if pgid and pgid > 0 else None
         if pgid == fg.pgid and program == fg.program:
             return False
         fg.pgid, fg.program = pgid, program
         fg.gen += 1
         return True
+
+    @property
+    def quiet_since_sampled(self) -> bool:
+        """No output since the foreground program was last looked up. A program that takes or
+        gives back the terminal prints something (a prompt, a first frame), so a pane that has
+        been quiet since needs no sampling: an idle pane costs nothing per sweep."""
+        return self.fg.bytes_at == self.bytes_read
 
     def set_report(self, report: Report) -> None:
         self.report = report

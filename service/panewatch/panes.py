@@ -150,7 +150,7 @@ class Panes:
             pane = session.pane
             if pane.final:
                 continue
-            self.sample_foreground(session)
+            self.sample_foreground(session, idle_too=False)
             if not pane.needs_classify(self.engine.store, self.engine.freshness):
                 continue
             # do not read a screen in the middle of a repaint, unless it has stalled there
@@ -162,13 +162,17 @@ class Panes:
         session = self.sessions.get(key)
         if session is None:
             return
-        self.sample_foreground(session)
+        self.sample_foreground(session, idle_too=False)
         if session.pane.needs_classify(self.engine.store, self.engine.freshness):
             self.classify(session, fresh=False, sample=False)
 
     # -- classification --------------------------------------------------------------------
-    def sample_foreground(self, session: Session) -> None:
+    def sample_foreground(self, session: Session, *, idle_too: bool = True) -> None:
+        """Re-read which program holds the terminal (``idle_too`` False: not for a pane with no
+        output since the last sample; the sweep and change reads pass it)."""
         handle = session.handle
+        if not idle_too and session.pane.quiet_since_sampled:
+            return
         if handle is not None and not session.pane.exited:
             session.pane.sample_foreground(handle.foreground_pgid(), self.engine.programs)
 
