@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import transcript as transcripts
-from .backends import make_screen, screen_class
+from .backends import choose, make_screen
 from .clock import Clock, LoopClock
 from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
@@ -64,11 +64,13 @@ class Engine:
                  hosts: Mapping[str, PaneHost] | None = None, sweep_ms: int = 700,
                  mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
-                 manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
+                 manifest_check_s: float = 1.0, backend: str = "auto", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
                  wall: Callable[[], float] = time.time,
                  programs: Callable[[int], Program | None] = program_name) -> None:
-        screen_class(backend)  # a backend that is not installed fails here, not at the first session
+        # a backend that is not installed fails here, not at the first session; "auto" is decided here
+        backend, why = choose(backend)
+        log.info("screen backend %s (%s)", backend, why)
         if hosts is None:
             if host is None:
                 from .hosts.pty import PtyHost
