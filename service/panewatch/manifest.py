@@ -425,9 +425,16 @@ def _non_empty(lines: Iterable[str]) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
+_RULE_CHARS = ("─", "━", "═")
+
+
 def _rule_indexes(lines: Sequence[str]) -> list[int]:
+    """Rows that are horizontal rules. A rule needs eight rule characters in a row, so a row
+    with fewer than eight in all (almost every row) is not searched: counting is C-fast, and
+    this ran on every row of every read."""
     search = _horizontal_rule().search
-    return [i for i, line in enumerate(lines) if search(line)]
+    return [i for i, line in enumerate(lines)
+            if sum(line.count(c) for c in _RULE_CHARS) >= 8 and search(line)]
 
 
 @lru_cache(maxsize=1)
