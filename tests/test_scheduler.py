@@ -131,17 +131,39 @@ def test_change_mode_caps_the_wait_under_output_that_never_pauses():
     assert len(flow.of("due")) <= 2  # about once per cap, not once per chunk
 
 
-def test_change_mode_leaves_small_changes_to_the_shared_sweep():
-    clock, flow, sched = make(Timing(mode="change", sweep_s=0.7, settle_s=0.04, cap_s=0.15, change_bytes=256))
+def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256,
+                                     pause_s=0.12))
     sched.start()
-    p = pane(clock)
+    p, q = pane(clock), pane(clock)
     sched.add("a", p)
+    sched.add("b", q)
     for _ in range(15):  # a spinner: 10 bytes every 50 ms, never change_bytes in all
         deliver(sched, "a", p, b"\r* Work 01")
+        deliver(sched, "b", q, b"\r* Work 02")
         clock.advance(0.05)
-    # no timer of its own, no read of its own: the sweep (one tick for every pane) reads it
+    # still spinning: no read, and no timer of a pane's own (one shared pause timer)
     assert flow.of("due") == [] and not sched._timers
-    assert flow.of("sweep") == [1000.7]
+    clock.advance(0.1)  # both stopped 0.12 s ago: both read, at one wake-up
+    assert flow.of("due") == ["a", "b"]
+    clock.advance(1.0)
+    assert flow.of("due") == ["a", "b"]  # nothing new: no more reads
+
+
+def test_the_sweep_leaves_a_flowing_pane_to_its_pause_read_until_the_backstop():
+    _, _, sched = make(Timing(mode="change", pause_s=0.12, backstop_s=2.8))
+    clock = sched.clock
+    p = pane(clock)
+    p.receive(b"x")
+    p.read_at = clock.time() - 1.0
+    assert sched.flowing(p, clock.time())
+    p.read_at = clock.time() - 3.0  # not read for longer than the backstop: the sweep reads it
+    assert not sched.flowing(p, clock.time())
+    p.read_at = clock.time()
+    clock.advance(0.2)  # output paused: not flowing (its pause read happened or is due)
+    assert not sched.flowing(p, clock.time())
+    _, _, sweep_sched = make(Timing(mode="sweep"))
+    assert not sweep_sched.flowing(pane(clock), clock.time())
 
 
 def test_a_forgotten_pane_is_never_read_again():

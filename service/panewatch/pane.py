@@ -60,6 +60,7 @@ class Pane:
         self.verdict = Verdict("idle", None, "not classified yet")
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
+        self.read_at = float("-inf")  # when the screen was last classified
         self.decision = STARTING.at(wall())
         self._classified: tuple[int, int, int, int] | None = None
 
@@ -162,6 +163,7 @@ class Pane:
             self.screen_changed_at = now
         self.verdict = verdict
         self.unread_bytes = 0
+        self.read_at = now
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")

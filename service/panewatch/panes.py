@@ -148,7 +148,7 @@ class Panes:
     def sweep(self, now: float) -> None:
         for session in list(self.sessions.values()):
             pane = session.pane
-            if pane.final:
+            if pane.final or self.scheduler.flowing(pane, now):
                 continue
             self.sample_foreground(session, idle_too=False)
             if not pane.needs_classify(self.engine.store, self.engine.freshness):
