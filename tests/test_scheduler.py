@@ -180,3 +180,16 @@ def test_a_forgotten_pane_is_never_read_again():
 def test_sweep_interval_property(mode):
     t = Timing(mode=mode, sweep_s=0.7)
     assert t.sweep_interval == 0.7
+
+
+def test_a_pane_drawing_slower_than_pause_s_is_not_read_at_every_tick():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, change_bytes=256, pause_s=0.12))
+    sched.start()
+    p = pane(clock)
+    sched.add("a", p)
+    for _ in range(20):  # a spinner ticking every 150 ms (a busy machine): not a pause each time
+        deliver(sched, "a", p, b"\r* Work 01")
+        clock.advance(0.15)
+    assert len(flow.of("due")) <= 2  # the first ticks, before its rhythm is known
+    clock.advance(0.3)
+    assert flow.of("due")[-1:] == ["a"]  # it stopped: read

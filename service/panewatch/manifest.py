@@ -425,16 +425,24 @@ def _non_empty(lines: Iterable[str]) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-_RULE_CHARS = ("─", "━", "═")
+#: Rows already known to be (or not be) a horizontal rule. Most rows of a screen are the same
+#: from one read to the next (and the same string objects, whose hash is kept), so a read
+#: searches only the rows that changed; bounded, cleared when full.
+_RULE_ROWS: dict[str, bool] = {}
+_RULE_ROWS_MAX = 4096
 
 
 def _rule_indexes(lines: Sequence[str]) -> list[int]:
-    """Rows that are horizontal rules. A rule needs eight rule characters in a row, so a row
-    with fewer than eight in all (almost every row) is not searched: counting is C-fast, and
-    this ran on every row of every read."""
-    search = _horizontal_rule().search
-    return [i for i, line in enumerate(lines)
-            if sum(line.count(c) for c in _RULE_CHARS) >= 8 and search(line)]
+    memo, out = _RULE_ROWS, []
+    for i, line in enumerate(lines):
+        found = memo.get(line)
+        if found is None:
+            if len(memo) >= _RULE_ROWS_MAX:
+                memo.clear()
+            found = memo[line] = _horizontal_rule().search(line) is not None
+        if found:
+            out.append(i)
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -597,12 +605,14 @@ class CompiledManifest:
         cache: dict = {}
         for compiled in self.rules:
             text = self._region_text(cache, compiled.rule, lines, title, cursor_row)
-            started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
-            (matched, evidence, _), searched = compiled.match_memo(text)
-            if searched:
+            found = compiled.memo.get(text)
+            if found is None:  # timed only when searched (reading the CPU clock is not free)
+                started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
+                found, _ = compiled.match_memo(text)
                 took = (time.thread_time() - started) * 1000
                 if took > RULE_BUDGET_MS:
                     self._over_budget(compiled.rule, took, len(text))
+            matched, evidence, _ = found
             if matched:
                 rule = compiled.rule
                 return Verdict(rule.state, rule.name, rule.why, evidence[-1] if evidence else "")

@@ -19,6 +19,9 @@ from .states import Decision, Source, State
 #: How often the foreground program's name is re-read when its process group stays the same.
 FG_REREAD_S = 2.0
 
+#: Gaps between bursts up to this long are a pane's drawing rhythm; longer ones are pauses.
+RHYTHM_MAX_S = 0.3
+
 STARTING = Decision(State.working, Source.start, "starting")
 
 
@@ -47,6 +50,7 @@ class Pane:
         self.pending = bytearray()  # received, not yet fed to the screen
         self.unread_bytes = 0  # output since the screen was last classified
         self.hot_until = float("-inf")  # change mode: read small changes promptly until then
+        self.rhythm = 0.0  # smoothed gap between bursts shorter than RHYTHM_MAX_S
         self.bytes_read = 0
         self.bytes_fed = 0
         self.last_output = clock()
@@ -69,7 +73,11 @@ class Pane:
         """Bytes arrived from the host; they wait in ``pending`` for the scheduler's feed."""
         self.bytes_read += len(data)
         self.unread_bytes += len(data)
-        self.last_output = self.clock()
+        now = self.clock()
+        gap = now - self.last_output
+        if 0 < gap < RHYTHM_MAX_S:  # the pane's own drawing rhythm (a spinner's tick), smoothed
+            self.rhythm = gap if not self.rhythm else self.rhythm + (gap - self.rhythm) / 4
+        self.last_output = now
         self.pending += data
 
     def feed(self, budget: int) -> int:

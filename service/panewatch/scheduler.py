@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .clock import Clock, Timer
-from .pane import Pane
+from .pane import RHYTHM_MAX_S, Pane
 
 Mode = Literal["sweep", "change"]
 
@@ -39,7 +39,7 @@ class Timing:
     settle_s: float = 0.04
     cap_s: float = 0.15
     change_bytes: int = 256
-    pause_s: float = 0.12  # longer than a spinner's 80-100 ms tick
+    pause_s: float = 0.12  # least pause; a pane drawing at a slower rhythm needs 1.3× its gap
     backstop_s: float = 2.8
     grain_s: float = 0.01  # pause reads due within one grain share a wake-up
     feed_budget: int = 16 * 1024
@@ -240,9 +240,15 @@ class Scheduler:
         if key in self._pausing:
             return  # its entry is pushed back when it comes up, if output went on
         self._pausing.add(key)
-        due = pane.last_output + self.timing.pause_s
+        due = pane.last_output + self._pause(pane)
         heapq.heappush(self._pauses, (due, key))
         self._arm_pauses(due)
+
+    def _pause(self, pane: Pane) -> float:
+        """How long the pane's output must stop to count as a pause: ``pause_s``, or 1.3× the
+        pane's own rhythm when it draws slower (a spinner ticking every 120-150 ms on a busy
+        machine is not pausing at every tick; 1.3×: 30 % jitter), at most ``RHYTHM_MAX_S``."""
+        return max(self.timing.pause_s, min(1.3 * pane.rhythm, RHYTHM_MAX_S))
 
     def _arm_pauses(self, due: float) -> None:
         grain = self.timing.grain_s
@@ -256,13 +262,13 @@ class Scheduler:
 
     def _pause_tick(self) -> None:
         self._pause_timer = None
-        now, pause, heap = self.clock.time(), self.timing.pause_s, self._pauses
+        now, heap = self.clock.time(), self._pauses
         while heap and heap[0][0] <= now + 1e-6:
             _, key = heapq.heappop(heap)
             pane = self._panes.get(key)
             if pane is None or key not in self._pausing:
                 continue
-            due = pane.last_output + pause
+            due = pane.last_output + self._pause(pane)
             if due > now + 1e-6:  # output went on: look again when it may have stopped
                 heapq.heappush(heap, (due, key))
                 continue
@@ -276,4 +282,4 @@ class Scheduler:
         """Change mode: the pane's output has not paused and it was read within
         ``backstop_s``: the sweep leaves it to the pause read (its spinner is still going)."""
         t = self.timing
-        return t.mode == "change" and now - pane.last_output < t.pause_s and now - pane.read_at < t.backstop_s
+        return t.mode == "change" and now - pane.last_output < self._pause(pane) and now - pane.read_at < t.backstop_s
