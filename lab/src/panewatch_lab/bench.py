@@ -581,6 +581,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--replay-captures", type=Path, nargs="+", default=[Path("fixtures")], dest="replay_captures",
                    metavar="DIR", help="replay: folders of captures with truth.toml (default fixtures/)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    p.add_argument("--plot", metavar="PNG", help="replay: also draw CPU and state-change p99 against panes "
+                   "(needs matplotlib: pip install './lab[plot]')")
     return p
 
 
@@ -618,6 +620,11 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
     if "replay" in opts.only:
         out["replay"] = scenario_replay(opts, scale_backends)
         print_replay(out["replay"], opts)
+        if opts.plot:
+            from .bench_plot import plot_replay
+
+            drawn = plot_replay(out["replay"], Path(opts.plot), f"panewatch bench --only replay ({os.cpu_count()} CPUs)")
+            print(f"picture: {opts.plot}" if drawn else "picture: not drawn (matplotlib missing: pip install './lab[plot]')")
     if opts.json:
         Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
     return out
