@@ -200,6 +200,7 @@ class Scheduler:
         if not self._hot(pane, now):
             self._watch_pause(key, pane)
             return
+        self._unwatch_pause(key)  # the big change's timer reads it: no second wake-up for it
         first = self._first_big.setdefault(key, now)
         due = min(now + t.settle_s, first + t.cap_s)
         timer = self._timers.get(key)
@@ -243,6 +244,23 @@ class Scheduler:
         due = pane.last_output + self._pause(pane)
         heapq.heappush(self._pauses, (due, key))
         self._arm_pauses(due)
+
+    def _unwatch_pause(self, key: str) -> None:
+        """Drop the pane's pause watch; if the shared timer was set for it, set it for the next
+        pane instead (a wake-up with nothing to read costs as much as one with a read)."""
+        if key not in self._pausing:
+            return
+        self._pausing.discard(key)
+        heap = self._pauses
+        while heap and heap[0][1] not in self._pausing:
+            heapq.heappop(heap)
+        if not heap and self._pause_timer is not None:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+        elif heap and self._pause_timer is not None and self._pause_timer.when() < heap[0][0] - self.timing.grain_s:
+            self._pause_timer.cancel()
+            self._pause_timer = None
+            self._arm_pauses(heap[0][0])
 
     def _pause(self, pane: Pane) -> float:
         """How long the pane's output must stop to count as a pause: ``pause_s``, or 1.3× the
