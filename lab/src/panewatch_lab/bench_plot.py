@@ -43,7 +43,8 @@ def plot_replay(rows: list[dict[str, Any]], path: Path, title: str = "") -> bool
     cpu_ax.axhline(50, color="#2ca02c", lw=0.8, ls=":", label="target at 1,000 panes (50 %)")
     cpu_ax.set(xlabel="panes replaying real captures", ylabel="CPU (% of one core)", title="server CPU")
     p99_ax.axhline(150, color="#2ca02c", lw=0.8, ls=":", label="target (150 ms)")
-    p99_ax.set(xlabel="panes replaying real captures", ylabel="ms", title="state change p99")
+    p99_ax.set(xlabel="panes replaying real captures", ylabel="ms (log scale)", title="state change p99")
+    p99_ax.set_yscale("log")
     for ax in (cpu_ax, p99_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
