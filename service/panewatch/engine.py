@@ -13,16 +13,16 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import guard
 from . import transcript as transcripts
 from .backends import make_screen, screen_class
 from .clock import Clock, LoopClock
-from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
+from .errors import InvalidRequest, UnknownSession, Unavailable
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
-from .hosts.base import HostError, LaunchSpec, PaneHost, SpawnError, WriteRefused
+from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
@@ -33,7 +33,8 @@ from .panes import Panes
 from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
-from .states import Decision, State
+from .guard import AnswerResult
+from .states import Decision
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
 from .views import explain_view, screen_view
@@ -41,15 +42,6 @@ from .views import explain_view, screen_view
 log = logging.getLogger("panewatch.engine")
 
 SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    took: bool
-    state: State
-    rule: str | None
-    waited: float
-    keys: str
 
 
 def _check_size(rows: int, cols: int) -> None:
@@ -288,70 +280,17 @@ class Engine:
         return report
 
     # -- guarded writes --------------------------------------------------------------------
-    def _write(self, session: Session, data: bytes) -> None:
-        if session.handle is None or not session.handle.alive:
-            raise Conflict("the session has exited", session.pane.decision)
-        try:
-            session.handle.write(data)
-        except WriteRefused as exc:
-            raise NotReadingInput(str(exc), session.pane.decision) from None
-        except HostError as exc:
-            raise Conflict(f"the host refused the write: {exc}", session.pane.decision) from None
-
     async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
         """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
-        session = self._session(sid)
-        decision = self.panes.classify(session)
-        if decision.state == State.blocked:
-            raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
-                           decision)
-        if session.pane.screen.mode(2004) and ("\n" in text or len(text) > 1):
-            self._write(session, b"\x1b[200~" + text.encode() + b"\x1b[201~")
-        elif text:
-            self._write(session, text.replace("\n", "\r").encode())
-        elif not session.writable:
-            raise Conflict("the session has exited", decision)
-        if enter:
-            # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await self.panes.clock.sleep(0.08)
-            self._write(session, b"\r")
-        return decision
+        return await guard.send(self.panes, self._session(sid), text, enter=enter)
 
     async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
                      settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
         """Answer a prompt: only when blocked now; then check that the prompt went away."""
         if (option is None) == (keys is None):
             raise InvalidRequest("give exactly one of option or keys")
-        session = self._session(sid)
-        panes, pane = self.panes, session.pane
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the pane is not blocked (it is {decision.state}); nothing to answer", decision)
-        if not session.writable:
-            raise Conflict("the session has exited", decision)
-        # a key sent while the prompt is still being drawn can be dropped: wait for quiet
-        clock = panes.clock
-        limit = clock.time() + 1.0
-        while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await clock.sleep(0.03)
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
-        if option is not None:
-            manifest = pane.manifest(self.store)
-            data = (manifest.manifest.option_keys if manifest else "{n}").replace("{n}", str(option))
-        else:
-            data = keys or ""
-        self._write(session, data.encode())
-        start = clock.time()
-        took = False
-        while clock.time() - start < deadline:
-            await clock.sleep(0.05)
-            decision = panes.classify(session)
-            if decision.state != State.blocked:
-                took = True
-                break
-        return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)
+        return await guard.answer(self.panes, self._session(sid), option=option, keys=keys, settle=settle,
+                                  deadline=deadline)
 
     def write_keys(self, sid: str, data: bytes) -> None:
         """Raw keystrokes typed by a person in an interactive terminal (not guarded: they see
@@ -359,7 +298,7 @@ class Engine:
         session = self._session(sid)
         log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state,
                  extra={"session": sid})
-        self._write(session, data)
+        guard.write(session, data)
 
     # -- read models -----------------------------------------------------------------------
     def screen(self, sid: str, *, styles: bool = False) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+#: The states a rule may give (``states.RULE_STATES``; ``exited`` and ``lost`` come from the process).
 State = Literal["blocked", "working", "idle"]
-STATES: tuple[str, ...] = ("blocked", "working", "idle")
 
 #: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end
 #: in a label (Claude 2.1.332 writes the session's name there after a plan: ``──── lab-plan ─``).
