@@ -39,6 +39,8 @@ from .streams import output_stream, screen_frames
 from .transcript import Transcript
 from .views import explain_view, screen_view
 
+__all__ = ["AnswerResult", "Engine", "SessionSpec"]
+
 log = logging.getLogger("panewatch.engine")
 
 SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"

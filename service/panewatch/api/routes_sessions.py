@@ -8,8 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response, StreamingResponse
 
 from .. import transcript as transcripts
-from ..engine import Engine
-from ..session import SessionSpec
+from ..engine import Engine, SessionSpec
 from .deps import engine_of, require_token
 from .models import AnswerBody, NewSession, ResizeBody, SendBody
 
