@@ -188,10 +188,11 @@ async def test_screen_frames_full_then_changed_rows(rig):
 
 async def test_output_stream_repaints_first_and_after_falling_behind(rig):
     sid, agent = rig.create(agent=None)
-    agent.emit("before\r\n")
+    agent.emit("before \x1b[1;31mred\x1b[0m \x1b[38;2;1;2;3mtrue\x1b[0m\r\n")
     out = rig.engine.output(sid, limit=64)
     first = await anext(out)
-    assert b"before" in first and first.startswith(b"\x1b[0m\x1b[H\x1b[2J")
+    assert first.startswith(b"\x1b[0m\x1b[H\x1b[2J") and b"before" in first
+    assert b"\x1b[0;1;31mred" in first and b"\x1b[0;38;2;1;2;3mtrue" in first  # colours survive a repaint
     agent.emit(b"live bytes")
     assert await asyncio.wait_for(anext(out), 1) == b"live bytes"
     agent.emit(b"y" * 100)  # more than the client may lag by

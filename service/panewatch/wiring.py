@@ -3,6 +3,8 @@ engine the same way, so an option added to ``Settings`` reaches all of them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .config import Settings
 from .engine import Engine
 from .hosts.base import PaneHost
@@ -15,11 +17,14 @@ def build_store(settings: Settings) -> ManifestStore:
     return ManifestStore.from_dirs(bundled_manifest_dir(), settings.manifests)
 
 
-def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None) -> Engine:
+def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
+                 hosts: Mapping[str, PaneHost] | None = None) -> Engine:
+    """The engine ``settings`` describe; ``hosts`` by kind (the first is the default), else
+    ``host``, else the pty host."""
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
                         command=settings.notify_command)
     return Engine(
-        store or build_store(settings), host=host, sweep_ms=settings.sweep_ms, mode=settings.mode,
+        store or build_store(settings), host=host, hosts=hosts, sweep_ms=settings.sweep_ms, mode=settings.mode,
         settle_ms=settings.settle_ms, cap_ms=settings.cap_ms, change_bytes=settings.change_bytes,
         report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
