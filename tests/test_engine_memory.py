@@ -245,3 +245,18 @@ async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig)
     assert gone is None and "0e0f0a0b" not in rig.engine
     with pytest.raises(InvalidRequest, match="unknown host"):
         rig.engine.create(SessionSpec(command=["agent"], host="tmux"))
+
+
+async def test_a_host_that_knows_the_state_says_it_directly(rig, caplog):
+    sid, agent = rig.create(agent=None)
+    agent.status("blocked", "asks to run a tool")
+    info = rig.engine.get(sid)
+    assert (info["state"], info["source"], info["rule"], info["why"]) == ("blocked", "host", "status",
+                                                                          "asks to run a tool")
+    await rig.settle(1.0)  # sweeps read the (empty) screen: the host's exact state holds
+    assert rig.engine.get(sid)["state"] == "blocked"
+    agent.status("working", "running the tool")
+    assert rig.engine.get(sid)["state"] == "working"
+    agent.status("pondering")
+    assert rig.engine.get(sid)["state"] == "working"
+    assert any("unknown state 'pondering'" in r.getMessage() for r in caplog.records)

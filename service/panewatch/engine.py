@@ -13,6 +13,7 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +21,20 @@ from . import guard
 from . import transcript as transcripts
 from .backends import make_screen, screen_class
 from .clock import Clock, LoopClock
-from .errors import InvalidRequest, UnknownSession, Unavailable
+from .errors import InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
+from .guard import AnswerResult
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
-from .procinfo import Program, program_name
 from .panes import Panes
+from .procinfo import Program, program_name
 from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
-from .guard import AnswerResult
 from .states import Decision
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
@@ -81,7 +82,7 @@ class Engine:
         self.transcript_max_bytes = transcript_max_bytes
         self.hub = EventHub()
         self.notifier = notifier or Notifier()
-        self.notifier.subscribe(lambda n: self.hub.publish(Notified(n.__dict__.copy())))
+        self.notifier.subscribe(lambda n: self.hub.publish(Notified(asdict(n))))
         self._clock = clock
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []

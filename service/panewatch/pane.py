@@ -54,6 +54,7 @@ class Pane:
         self.lost = False
         self.report: Report | None = None
         self.report_gen = 0
+        self.host_status: tuple[State, str] | None = None  # an exact state the host itself gave
         self.fg = Foreground()
         self.agent_seen = False  # an agent with its own manifest has held the foreground
         self.verdict = Verdict("idle", None, "not classified yet")
@@ -110,6 +111,11 @@ class Pane:
         self.report = report
         self.report_gen += 1
 
+    def set_status(self, state: State, detail: str) -> None:
+        """The host knows the state exactly (ACP): it holds until the host says otherwise."""
+        self.host_status = (state, detail)
+        self.report_gen += 1
+
     def set_exit(self, code: int | None) -> None:
         """The process is gone: ``code`` None means the host lost it without a status."""
         self.exit_code = code
@@ -157,6 +163,10 @@ class Pane:
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
+        if self.host_status is not None and not self.exited:
+            # a protocol's own state (ACP) is exact, unlike anything read off a screen
+            state, detail = self.host_status
+            return Decision(state, Source.host, detail or f"the host reported {state}", event="status")
         return combine(verdict, report=self.report, now=now, freshness=freshness,
                        screen_changed_at=self.screen_changed_at, shell_back=self.shell_back(),
                        exit_code=self.exit_code, exited=self.exited)

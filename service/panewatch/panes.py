@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import suppress
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
@@ -120,8 +120,13 @@ class Panes:
 
     def status(self, session: Session, state: str, detail: str) -> None:
         """An exact state from the host (ACP): applied as the pane's decision."""
-        self.apply(session, Decision(State(state), Source.host, detail or f"the host reported {state}",
-                                     event="status"))
+        try:
+            known = State(state)
+        except ValueError:
+            log.warning("the host reported an unknown state %r; ignored", state, extra={"session": session.id})
+            return
+        session.pane.set_status(known, detail)
+        self.classify(session)
 
     def reply(self, sid: str, data: bytes) -> None:
         """Answers to the agent's terminal queries go straight back into its input."""
