@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.fixtures import default_root, find_folders
+from panewatch.fixtures import find_folders
+
+REPO = Path(__file__).resolve().parent.parent
 
 PROMPT = ("─" * 40 + "\r\n Do\x1b[5Gyou\x1b[9Gwant\x1b[14Gto\x1b[17Gproceed?\r\n"
           " ❯ 1. Yes\r\n   2. No\r\n Esc to cancel · Tab to amend").encode()
@@ -63,7 +65,8 @@ def test_broken_override_manifest_is_reported_and_bundled_one_used(captures, tmp
                                            'state = "blocked"\nwhy = "w"\nany = ["("]\n')
     r = run("classify", "--manifests", str(overrides), str(captures / "blocked.raw"))
     assert r.returncode == 0
-    assert "claude.toml:3: rule 1" in r.stderr and "not a valid regex" in r.stderr
+    # the line of the pattern itself (7), inside rule 1 (which starts on line 3)
+    assert "claude.toml:7: rule 1" in r.stderr and "not a valid regex" in r.stderr
     assert r.stdout.split()[1] == "blocked"
 
 
@@ -100,10 +103,10 @@ def test_fixtures_table_on_a_folder(captures, tmp_path):
 
 
 def test_every_bundled_fixture_classifies_correctly():
-    folders = find_folders(default_root())
+    folders = find_folders(REPO / "fixtures")
     if not folders:
         pytest.fail("no fixture folders under fixtures/")
-    r = run("fixtures")
+    r = run("fixtures", cwd=REPO)  # the checkout's fixtures/, found from the working directory
     assert r.returncode == 0, r.stdout + r.stderr
     total = sum(len(list(f.glob("*.raw"))) for f in folders)
     assert r.stdout.splitlines()[-1].endswith(f"screen {total}/{total}")

@@ -249,13 +249,12 @@ async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig)
 
 async def test_a_host_that_knows_the_state_says_it_directly(rig, caplog):
     sid, agent = rig.create(agent=None)
-    agent.status("blocked", "asks to run a tool")
+    agent.status("blocked", "session/request_permission: asks to run a tool")
     info = rig.engine.get(sid)
-    assert (info["state"], info["source"], info["rule"], info["why"]) == ("blocked", "host", "status",
-                                                                          "asks to run a tool")
+    assert (info["state"], info["source"], info["rule"]) == ("blocked", "host", "session/request_permission")
     await rig.settle(1.0)  # sweeps read the (empty) screen: the host's exact state holds
     assert rig.engine.get(sid)["state"] == "blocked"
-    agent.status("working", "running the tool")
+    agent.status("working", "session/update: running the tool")
     assert rig.engine.get(sid)["state"] == "working"
     agent.status("pondering")
     assert rig.engine.get(sid)["state"] == "working"

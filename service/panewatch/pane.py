@@ -52,9 +52,9 @@ class Pane:
         self.exit_code: int | None = None
         self.exited = False
         self.lost = False
+        self.exact: Decision | None = None  # the state a host states exactly (ACP), not read
         self.report: Report | None = None
         self.report_gen = 0
-        self.host_status: tuple[State, str] | None = None  # an exact state the host itself gave
         self.fg = Foreground()
         self.agent_seen = False  # an agent with its own manifest has held the foreground
         self.verdict = Verdict("idle", None, "not classified yet")
@@ -111,11 +111,6 @@ class Pane:
         self.report = report
         self.report_gen += 1
 
-    def set_status(self, state: State, detail: str) -> None:
-        """The host knows the state exactly (ACP): it holds until the host says otherwise."""
-        self.host_status = (state, detail)
-        self.report_gen += 1
-
     def set_exit(self, code: int | None) -> None:
         """The process is gone: ``code`` None means the host lost it without a status."""
         self.exit_code = code
@@ -147,8 +142,19 @@ class Pane:
         return program.name if is_shell(program.name) else None
 
     # -- classification --------------------------------------------------------------------
+    def set_exact(self, decision: Decision) -> None:
+        """The host states this pane's state exactly (ACP): from now on that is the decision,
+        and the screen (the host's own drawing) is never read for it."""
+        self.exact = decision
+
     def classify(self, store: ManifestStore, freshness: float) -> Decision:
         """Read the screen now and combine it with the other signals (not recorded)."""
+        if self.exact is not None:
+            self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
+            if self.exited and self.exact.state != State.exited:  # gone before the host said why
+                self.exact = Decision(State.exited, Source.exit, f"exit code {self.exit_code}",
+                                      exit_code=self.exit_code)
+            return self.exact
         now = self.clock()
         manifest = self.manifest(store)
         if manifest is None:
@@ -163,10 +169,6 @@ class Pane:
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
-        if self.host_status is not None and not self.exited:
-            # a protocol's own state (ACP) is exact, unlike anything read off a screen
-            state, detail = self.host_status
-            return Decision(state, Source.host, detail or f"the host reported {state}", event="status")
         return combine(verdict, report=self.report, now=now, freshness=freshness,
                        screen_changed_at=self.screen_changed_at, shell_back=self.shell_back(),
                        exit_code=self.exit_code, exited=self.exited)
