@@ -77,14 +77,20 @@ async def test_a_turn_blocked_answered_idle_with_events(rig):
     assert isinstance(events[0], Created)
 
 
-async def test_send_types_the_text_then_enter_and_bracketed_paste_when_asked(rig):
+async def test_send_waits_for_the_echo_presses_enter_and_pastes_only_several_lines(rig):
     sid, agent = rig.create()
     agent.emit(IDLE)
     await rig.settle()
+    agent.on_input = agent.emit  # echoes what it reads, as a terminal does
     await rig.engine.send(sid, "fix it")
     assert agent.input == b"fix it\r"
+    agent.on_input = None  # silent now: an Enter it ignored is pressed once more
+    await rig.engine.send(sid, "again")
+    assert agent.input == b"fix it\ragain\r\r"
     agent.emit(b"\x1b[?2004h")  # the agent turned on bracketed paste
     await rig.settle()
+    await rig.engine.send(sid, "one line", enter=False)
+    assert agent.input.endswith(b"\r\rone line")  # one line is typed
     await rig.engine.send(sid, "two\nlines", enter=False)
     assert agent.input.endswith(b"\x1b[200~two\nlines\x1b[201~")
 
