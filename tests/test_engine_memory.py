@@ -77,14 +77,20 @@ async def test_a_turn_blocked_answered_idle_with_events(rig):
     assert isinstance(events[0], Created)
 
 
-async def test_send_types_the_text_then_enter_and_bracketed_paste_when_asked(rig):
+async def test_send_waits_for_the_echo_presses_enter_and_pastes_only_several_lines(rig):
     sid, agent = rig.create()
     agent.emit(IDLE)
     await rig.settle()
+    agent.on_input = agent.emit  # echoes what it reads, as a terminal does
     await rig.engine.send(sid, "fix it")
     assert agent.input == b"fix it\r"
+    agent.on_input = None  # silent now: an Enter it ignored is pressed once more
+    await rig.engine.send(sid, "again")
+    assert agent.input == b"fix it\ragain\r\r"
     agent.emit(b"\x1b[?2004h")  # the agent turned on bracketed paste
     await rig.settle()
+    await rig.engine.send(sid, "one line", enter=False)
+    assert agent.input.endswith(b"\r\rone line")  # one line is typed
     await rig.engine.send(sid, "two\nlines", enter=False)
     assert agent.input.endswith(b"\x1b[200~two\nlines\x1b[201~")
 
@@ -188,10 +194,11 @@ async def test_screen_frames_full_then_changed_rows(rig):
 
 async def test_output_stream_repaints_first_and_after_falling_behind(rig):
     sid, agent = rig.create(agent=None)
-    agent.emit("before\r\n")
+    agent.emit("before \x1b[1;31mred\x1b[0m \x1b[38;2;1;2;3mtrue\x1b[0m\r\n")
     out = rig.engine.output(sid, limit=64)
     first = await anext(out)
-    assert b"before" in first and first.startswith(b"\x1b[0m\x1b[H\x1b[2J")
+    assert first.startswith(b"\x1b[0m\x1b[H\x1b[2J") and b"before" in first
+    assert b"\x1b[0;1;31mred" in first and b"\x1b[0;38;2;1;2;3mtrue" in first  # colours survive a repaint
     agent.emit(b"live bytes")
     assert await asyncio.wait_for(anext(out), 1) == b"live bytes"
     agent.emit(b"y" * 100)  # more than the client may lag by
@@ -262,3 +269,17 @@ async def test_an_idle_pane_costs_no_foreground_sampling_per_sweep(rig):
     agent.emit(WORKING)  # output again: sampled and read again
     await rig.settle()
     assert len(asked) > before and rig.engine.get(sid)["state"] == "working"
+
+
+async def test_a_host_that_knows_the_state_says_it_directly(rig, caplog):
+    sid, agent = rig.create(agent=None)
+    agent.status("blocked", "session/request_permission: asks to run a tool")
+    info = rig.engine.get(sid)
+    assert (info["state"], info["source"], info["rule"]) == ("blocked", "host", "session/request_permission")
+    await rig.settle(1.0)  # sweeps read the (empty) screen: the host's exact state holds
+    assert rig.engine.get(sid)["state"] == "blocked"
+    agent.status("working", "session/update: running the tool")
+    assert rig.engine.get(sid)["state"] == "working"
+    agent.status("pondering")
+    assert rig.engine.get(sid)["state"] == "working"
+    assert any("unknown state 'pondering'" in r.getMessage() for r in caplog.records)

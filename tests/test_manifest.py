@@ -279,7 +279,8 @@ def test_extends_unknown_agent_is_an_error(tmp_path):
 def test_bundled_manifests_all_load():
     store = ManifestStore.from_dirs(bundled_manifest_dir())
     assert store.errors == {}
-    assert {"claude", "codex", "gemini", "aider", "shell", "fake"} <= set(store.agents())
+    assert {"claude", "codex", "gemini", "aider", "shell"} <= set(store.agents())
+    assert "fake" not in store.agents(), "the lab's fake agent ships with the lab, not the runtime"
     for agent in store.agents():
         states = [r.rule.state for r in store.get(agent).rules]
         # blocked rules come before any working rule

@@ -13,43 +13,38 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from . import acp_sessions, guard
 from . import transcript as transcripts
 from .backends import choose, make_screen
 from .clock import Clock, LoopClock
-from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
+from .errors import InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
-from .hosts.base import HostError, LaunchSpec, PaneHost, SpawnError, WriteRefused
+from .guard import AnswerResult
+from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
-from .procinfo import Program, program_name
 from .panes import Panes
+from .procinfo import Program, program_name
 from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
-from .states import Decision, State
+from .states import Decision, Source, State
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
-from .views import explain_view, screen_view
+from .views import agents_view, explain_view, screen_view
+
+__all__ = ["AnswerResult", "Engine", "SessionSpec"]
 
 log = logging.getLogger("panewatch.engine")
 
 SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    took: bool
-    state: State
-    rule: str | None
-    waited: float
-    keys: str
 
 
 def _check_size(rows: int, cols: int) -> None:
@@ -78,6 +73,9 @@ class Engine:
             hosts = {host.kind: host}
         #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
         self.hosts: dict[str, PaneHost] = dict(hosts)
+        if acp_sessions.KIND not in self.hosts:  # agents speaking ACP are always welcome: no setup
+            from .hosts.acp import AcpHost
+            self.hosts[acp_sessions.KIND] = AcpHost()
         self.host = host if host is not None else next(iter(self.hosts.values()))
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
@@ -89,10 +87,12 @@ class Engine:
         self.transcript_max_bytes = transcript_max_bytes
         self.hub = EventHub()
         self.notifier = notifier or Notifier()
-        self.notifier.subscribe(lambda n: self.hub.publish(Notified(n.__dict__.copy())))
+        self.notifier.subscribe(lambda n: self.hub.publish(Notified(asdict(n))))
         self._clock = clock
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        #: put before every new session id (a cluster node's name), so ids are unique across nodes
+        self.id_prefix = ""
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -108,7 +108,7 @@ class Engine:
         for each in self.hosts.values():
             await each.start()
         self._panes.scheduler.start()
-        self._tasks.append(loop.create_task(self._reload_manifests()))
+        self._tasks.append(loop.create_task(self._panes.reload_manifests(self.manifest_check_s)))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -121,25 +121,17 @@ class Engine:
             await each.stop()
         await self.notifier.aclose()
 
-    async def _reload_manifests(self) -> None:
-        """Re-read changed manifests off the event loop; refusals are logged in each pane."""
-        while True:
-            await asyncio.sleep(self.manifest_check_s)
-            for err in await asyncio.to_thread(self.store.reload_if_changed):
-                log.warning("manifest refused, previous version kept: %s", err)
-                for s in self.panes.sessions.values():
-                    if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
-                        log.warning("its manifest %s was refused; the previous version stays in use",
-                                    err.path.name, extra={"session": s.id})
-
     # -- sessions --------------------------------------------------------------------------
     def create(self, spec: SessionSpec) -> dict[str, Any]:
         """Launch a session; its info. A command that cannot start still gives a session,
         ``exited`` with the error, so the caller can read what went wrong."""
-        manifest = self.store.get(spec.agent) if spec.agent else None
-        if spec.agent and manifest is None:
+        acp = spec.host == acp_sessions.KIND
+        manifest = self.store.get(spec.agent) if spec.agent and not acp else None
+        if spec.agent and manifest is None and not acp:
             raise InvalidRequest(f"unknown agent {spec.agent!r} (known: {', '.join(self.store.agents())})")
-        if spec.command:
+        if acp:
+            argv = acp_sessions.launch_argv(spec)  # ACP agents have no screen rules: no manifest
+        elif spec.command:
             argv = list(spec.command)
         elif manifest is not None and manifest.manifest.command:
             argv = expand_command(manifest.manifest.command)
@@ -150,14 +142,17 @@ class Engine:
         _check_size(spec.rows, spec.cols)
         host = self._host(spec.host)
         panes = self.panes
-        sid = secrets.token_hex(4)
+        sid = self.id_prefix + secrets.token_hex(4)
         while sid in panes.sessions:
-            sid = secrets.token_hex(4)
+            sid = self.id_prefix + secrets.token_hex(4)
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
         pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+                    agent=None if acp else spec.agent, clock=panes.clock.time, wall=self.wall)
+        if acp:  # its state comes from the protocol only, from the start
+            pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
+                                    program=os.path.basename(argv[0])))
         session = Session(sid, spec, argv, pane, chosen, host.kind)
         env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
                                      "PANEWATCH_REPORT_TOKEN": session.report_token,
@@ -290,70 +285,51 @@ class Engine:
         return report
 
     # -- guarded writes --------------------------------------------------------------------
-    def _write(self, session: Session, data: bytes) -> None:
-        if session.handle is None or not session.handle.alive:
-            raise Conflict("the session has exited", session.pane.decision)
-        try:
-            session.handle.write(data)
-        except WriteRefused as exc:
-            raise NotReadingInput(str(exc), session.pane.decision) from None
-        except HostError as exc:
-            raise Conflict(f"the host refused the write: {exc}", session.pane.decision) from None
-
     async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
         """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
         session = self._session(sid)
-        decision = self.panes.classify(session)
-        if decision.state == State.blocked:
-            raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
-                           decision)
-        if session.pane.screen.mode(2004) and ("\n" in text or len(text) > 1):
-            self._write(session, b"\x1b[200~" + text.encode() + b"\x1b[201~")
-        elif text:
-            self._write(session, text.replace("\n", "\r").encode())
-        elif not session.writable:
-            raise Conflict("the session has exited", decision)
-        if enter:
-            # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await self.panes.clock.sleep(0.08)
-            self._write(session, b"\r")
-        return decision
+        if session.host == acp_sessions.KIND:
+            return acp_sessions.send(session, text)  # session/prompt; Enter means nothing there
+        return await guard.send(self.panes, session, text, enter=enter)
 
-    async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
-                     settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
-        """Answer a prompt: only when blocked now; then check that the prompt went away."""
+    async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
+                     request: str | None = None, settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
+        """Answer a prompt: only when blocked now; then check that the prompt went away.
+        ACP sessions take an option id (or number) and, optionally, the permission request's id."""
         if (option is None) == (keys is None):
             raise InvalidRequest("give exactly one of option or keys")
         session = self._session(sid)
-        panes, pane = self.panes, session.pane
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the pane is not blocked (it is {decision.state}); nothing to answer", decision)
-        if not session.writable:
-            raise Conflict("the session has exited", decision)
-        # a key sent while the prompt is still being drawn can be dropped: wait for quiet
-        clock = panes.clock
-        limit = clock.time() + 1.0
-        while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await clock.sleep(0.03)
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
-        if option is not None:
-            manifest = pane.manifest(self.store)
-            data = (manifest.manifest.option_keys if manifest else "{n}").replace("{n}", str(option))
-        else:
-            data = keys or ""
-        self._write(session, data.encode())
-        start = clock.time()
-        took = False
-        while clock.time() - start < deadline:
-            await clock.sleep(0.05)
-            decision = panes.classify(session)
-            if decision.state != State.blocked:
-                took = True
-                break
-        return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)
+        if session.host == acp_sessions.KIND:
+            if option is None:
+                raise InvalidRequest("an ACP permission is answered with an option (its id or number), not keys")
+            option_id, after = acp_sessions.answer(session, option, request)
+            # the protocol confirms delivery: the request is settled the moment it is answered
+            return AnswerResult(after.state != State.blocked, after.state, after.decided_by, 0.0, option_id)
+        if isinstance(option, str):
+            raise InvalidRequest("a terminal prompt's option is a number")
+        return await guard.answer(self.panes, session, option=option, keys=keys, settle=settle, deadline=deadline)
+
+    def cancel(self, sid: str) -> dict[str, Any]:
+        """Interrupt an ACP session's turn (``session/cancel``); 409 when no turn runs."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("cancel is for ACP sessions; a terminal takes keys (Esc, Ctrl-C) via answer/send")
+        decision = acp_sessions.cancel(session)
+        return {"cancelled": True, **decision.as_dict()}
+
+    def conversation(self, sid: str) -> dict[str, Any]:
+        """An ACP session's conversation (messages, tool calls, plan, pending permission)."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("only ACP sessions have a conversation; read the screen instead")
+        return acp_sessions.conversation(session)
+
+    def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[dict[str, Any]]:
+        """The conversation, then again on every change (latest only, at most per ``interval``)."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("only ACP sessions have a conversation")
+        return acp_sessions.conversations(self.panes, session, interval=interval)
 
     def write_keys(self, sid: str, data: bytes) -> None:
         """Raw keystrokes typed by a person in an interactive terminal (not guarded: they see
@@ -361,7 +337,7 @@ class Engine:
         session = self._session(sid)
         log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state,
                  extra={"session": sid})
-        self._write(session, data)
+        guard.write(session, data)
 
     # -- read models -----------------------------------------------------------------------
     def screen(self, sid: str, *, styles: bool = False) -> dict[str, Any]:
@@ -377,15 +353,8 @@ class Engine:
         return explain_view(session, decision, self.store, self.panes.clock.time())
 
     def agents(self) -> dict[str, Any]:
-        out = []
-        for name in self.store.agents():
-            m = self.store.get(name)
-            if m is None:
-                continue
-            out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
-                        "processes": m.manifest.processes, "command": m.manifest.command,
-                        "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
-        return {"agents": out, "errors": [e.as_dict() for e in self.store.errors.values()]}
+        """The loaded manifests, and every refused one with file, line and reason."""
+        return agents_view(self.store)
 
     async def transcript(self, sid: str) -> tuple[Path, int] | None:
         """The session's recording file and its size (also of a deleted session's kept file)."""

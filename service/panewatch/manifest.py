@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+#: The states a rule may give (``states.RULE_STATES``; ``exited`` and ``lost`` come from the process).
 State = Literal["blocked", "working", "idle"]
-STATES: tuple[str, ...] = ("blocked", "working", "idle")
 
 #: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end
 #: in a label (Claude 2.1.332 writes the session's name there after a plan: ``──── lab-plan ─``).
@@ -393,6 +393,10 @@ class Manifest(BaseModel):
     hooks: Literal["claude"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
     option_keys: str = Field(default="{n}", pattern=r"\{n\}")
+    #: Seconds after launch during which a screen no rule matches reads ``working`` (source
+    #: ``start``), not ``idle``: the agent has not drawn anything this manifest knows yet.
+    #: 0 turns it off (a blank screen is idle at once, as for a plain shell).
+    startup_timeout: float = Field(default=0.0, ge=0, le=120)
     rules: Annotated[list[Rule], Field(default=[])]
 
     @model_validator(mode="after")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import suppress
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
@@ -102,6 +102,18 @@ class Panes:
         self.scheduler.stop()
         await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
 
+    async def reload_manifests(self, every: float) -> None:
+        """Re-read changed manifests off the event loop; refusals are logged in each pane."""
+        store = self.engine.store
+        while True:
+            await asyncio.sleep(every)
+            for err in await asyncio.to_thread(store.reload_if_changed):
+                log.warning("manifest refused, previous version kept: %s", err)
+                for s in self.sessions.values():
+                    if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
+                        log.warning("its manifest %s was refused; the previous version stays in use",
+                                    err.path.name, extra={"session": s.id})
+
     # -- from the host ---------------------------------------------------------------------
     def output(self, session: Session, data: bytes) -> None:
         session.pane.receive(data)
@@ -116,12 +128,23 @@ class Panes:
         pane.feed_all()
         self._wake(session.id)
         log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
+        if pane.exact is not None:  # a host that states states says why it ended, too
+            pane.set_exact(Decision(State.exited, Source.exit, reason, exit_code=code))
         self.apply(session, pane.classify(self.engine.store, self.engine.freshness))
 
     def status(self, session: Session, state: str, detail: str) -> None:
-        """An exact state from the host (ACP): applied as the pane's decision."""
-        self.apply(session, Decision(State(state), Source.host, detail or f"the host reported {state}",
-                                     event="status"))
+        """An exact state from the host (ACP): the pane's decision from now on. ``detail``
+        starts with the protocol message that decided it, which names the event."""
+        try:
+            known = State(state)
+        except ValueError:
+            log.warning("the host reported an unknown state %r; ignored", state, extra={"session": session.id})
+            return
+        source = Source.acp if session.host == "acp" else Source.host
+        event = detail.split(":", 1)[0].split(" ", 1)[0] if detail else "status"
+        decision = Decision(known, source, detail or f"the host reported {state}", event=event)
+        session.pane.set_exact(decision)
+        self.apply(session, decision)
 
     def reply(self, sid: str, data: bytes) -> None:
         """Answers to the agent's terminal queries go straight back into its input."""

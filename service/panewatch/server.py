@@ -13,6 +13,7 @@ from .api import create_app
 from .auth import new_token
 from .config import Settings
 from .logs import setup_logging
+from .wiring import StartupRefused
 
 log = logging.getLogger("panewatch")
 
@@ -30,6 +31,11 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if generated:
         settings = settings.model_copy(update={"token": new_token()})
     app = create_app(settings)
+    # join the cluster before listening: a refusal (name clash, wrong credentials) is one
+    # line and exit 2, never a half-joined node or a lifespan traceback
+    join = getattr(app.state.engine, "join", None)
+    if join is not None:
+        await join()
     # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             ws_ping_interval=20, lifespan="on", access_log=False)
@@ -58,6 +64,9 @@ def serve(settings: Settings) -> int:
         asyncio.run(run(settings))
     except KeyboardInterrupt:
         pass
+    except StartupRefused as exc:
+        print(f"panewatch: {exc}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 

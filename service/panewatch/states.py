@@ -18,6 +18,7 @@ class State(StrEnum):
     idle = "idle"  # done, or waiting for a new task
     exited = "exited"  # the agent is gone; its last screen and exit code stay
     lost = "lost"  # the host lost the pane without an exit status (tmux server killed...)
+    unreachable = "unreachable"  # on another node that stopped heartbeating (cluster); last state in why
 
 
 #: States a screen rule or a report may give (the others come from the process's fate).
@@ -28,11 +29,13 @@ class Source(StrEnum):
     """The signal that decided a pane's state (the order is in ``signals.py``)."""
 
     screen = "screen"  # a manifest rule on the visible screen (or no rule: idle)
+    status = "status"  # the agent's own out-of-band status (OSC 7501)
     hook = "hook"  # a fresh report from the agent's own hooks or a plain {"state": ...}
     process = "process"  # the shell is back in the foreground
     exit = "exit"  # the process exited (or the host lost it)
     start = "start"  # launched, not read yet
-    host = "host"  # an exact state from the host itself (ACP)
+    host = "host"  # an exact state from the host itself
+    acp = "acp"  # an exact state from the Agent Client Protocol (ACP sessions)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import acp_sessions
 from .manifest import ManifestStore
+from .pane import Pane
 from .prompts import read_prompt
 from .session import Session
 from .states import Decision, Source, State
@@ -16,6 +18,8 @@ def prompt_view(session: Session, store: ManifestStore, lines: list[str]) -> dic
     decision = pane.decision
     if decision.state != State.blocked:
         return None
+    if session.host == "acp":
+        return acp_sessions.prompt(session)
     rule = decision.rule if decision.source == Source.screen else pane.verdict.rule
     manifest = pane.manifest(store)
     screen = pane.screen
@@ -43,9 +47,32 @@ def screen_view(session: Session, store: ManifestStore, *, styles: bool = False)
     return view
 
 
+def out_of_band(pane: Pane, now: float) -> dict[str, Any]:
+    """What the agent said besides its screen: title, OSC 7501 status (with its age and whether
+    it still counts), OSC 9;4 progress and its last desktop notifications (OSC 9/99/777)."""
+    oob = getattr(pane.screen, "oob", None)
+    status = oob.status if oob is not None else None
+    return {
+        "title": pane.screen.title,
+        "status": None if status is None else {
+            "state": status.state, "raw": status.raw, "kind": status.kind, "app": status.app,
+            "age_s": round(now - pane.status_at, 3), "counts": pane.status_at >= pane.screen_changed_at},
+        "progress": None if oob is None or oob.progress is None else {
+            "state": oob.progress.state, "value": oob.progress.value},
+        "notifications": [] if oob is None else [
+            {"protocol": n.protocol, "title": n.title, "body": n.body} for n in oob.notifications],
+    }
+
+
 def explain_view(session: Session, decision: Decision, store: ManifestStore, now: float) -> dict[str, Any]:
     """``GET /api/sessions/{id}/explain``: every rule against the screen, and the other signals."""
     pane = session.pane
+    if session.host == "acp":  # no rules were read: the protocol said it
+        return {"agent": session.spec.agent, "manifest_version": None, "screen_verdict": None,
+                "decision": {**decision.as_dict(), "event": decision.event, "program": decision.program,
+                             "exit_code": decision.exit_code, "since": decision.since},
+                "signals": {"acp": "the state is the Agent Client Protocol's own; no screen rule is read"},
+                "rules": [], "rows": pane.screen.lines()}
     manifest = pane.manifest(store)
     lines = pane.screen.lines()
     traces = manifest.explain(lines, pane.screen.title, pane.screen.cursor.row) if manifest else []
@@ -62,8 +89,22 @@ def explain_view(session: Session, decision: Decision, store: ManifestStore, now
                 "state": str(report.state), "event": report.event, "age_s": round(now - report.at, 3)},
             "foreground": pane.fg.program.name if pane.fg.program else None,
             "shell_back": pane.shell_back(),
+            "out_of_band": out_of_band(pane, now),
         },
         "rules": [{"name": t.name, "state": t.state, "region": t.region, "matched": t.matched,
                    "evidence": t.evidence, "reason": t.reason} for t in traces],
         "rows": lines,
     }
+
+
+def agents_view(store: ManifestStore) -> dict[str, Any]:
+    """``GET /api/agents``: the loaded manifests, and every refused one with where and why."""
+    out = []
+    for name in store.agents():
+        m = store.get(name)
+        if m is None:
+            continue
+        out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
+                    "processes": m.manifest.processes, "command": m.manifest.command,
+                    "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
+    return {"agents": out, "errors": [e.as_dict() for e in store.errors.values()]}

@@ -542,7 +542,7 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
             print(f"{n} panes: " + "; ".join(sorted(parts)))
 
 
-SCENARIOS = ("latency", "scale", "flood", "throughput", "replay")
+SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster", "replay")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -583,6 +583,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     p.add_argument("--plot", metavar="PNG", help="replay: also draw CPU and state-change p99 against panes "
                    "(needs matplotlib: pip install './lab[plot]')")
+    from .bench_cluster import add_arguments
+
+    add_arguments(p)
     return p
 
 
@@ -593,6 +596,8 @@ def apply_quick(opts: argparse.Namespace) -> None:
     opts.feed_kb, opts.min_seconds = min(opts.feed_kb, 40), min(opts.min_seconds, 0.05)
     opts.replay_sizes = [min(min(opts.replay_sizes), 4)]
     opts.replay_seconds, opts.replay_warmup = min(opts.replay_seconds, 3.0), min(opts.replay_warmup, 1.0)
+    opts.cluster_sessions, opts.cluster_seconds = min(opts.cluster_sessions, 2), min(opts.cluster_seconds, 3.0)
+    opts.cluster_nodes, opts.cluster_per_node = min(opts.cluster_nodes, 2), min(opts.cluster_per_node, 10)
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
@@ -625,6 +630,11 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
 
             drawn = plot_replay(out["replay"], Path(opts.plot), f"panewatch bench --only replay ({os.cpu_count()} CPUs)")
             print(f"picture: {opts.plot}" if drawn else "picture: not drawn (matplotlib missing: pip install './lab[plot]')")
+    if "cluster" in opts.only:
+        from .bench_cluster import print_cluster, scenario_cluster
+
+        out["cluster"] = await scenario_cluster(opts)
+        print_cluster(out["cluster"], opts)
     if opts.json:
         Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
     return out

@@ -11,8 +11,8 @@ from .. import __version__
 from ..config import Settings
 from ..engine import Engine
 from ..manifest import ManifestStore
-from ..wiring import build_engine
-from . import errors, routes_report, routes_service, routes_sessions, routes_ws
+from ..wiring import build_service_engine
+from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_ws
 from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
@@ -24,7 +24,7 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     settings = settings or Settings()
     if not settings.token:
         raise ValueError("create_app needs settings.token")
-    engine = engine or build_engine(settings, store=store)
+    engine = engine or build_service_engine(settings, store=store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -39,6 +39,6 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     app.state.engine = engine
     app.state.settings = settings
     errors.install(app)
-    for module in (routes_service, routes_sessions, routes_report, routes_ws):
+    for module in (routes_service, routes_sessions, routes_acp, routes_report, routes_ws):
         app.include_router(module.router)
     return app

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response, StreamingResponse
 
 from .. import transcript as transcripts
-from ..engine import Engine
-from ..session import SessionSpec
-from .deps import engine_of, require_token
+from ..engine import Engine, SessionSpec
+from ..errors import InvalidRequest
+from .deps import engine_of, require_token, settle
 from .models import AnswerBody, NewSession, ResizeBody, SendBody
 
 router = APIRouter(dependencies=[Depends(require_token)])
@@ -24,9 +24,14 @@ async def agents(engine: E) -> dict[str, Any]:
 
 @router.post("/api/sessions", status_code=201, tags=["sessions"])
 async def create_session(body: NewSession, engine: E) -> dict[str, Any]:
-    return engine.create(SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
-                                     rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
-                                     host=body.host))
+    spec = SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
+                       rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
+                       host="acp" if body.kind == "acp" else body.host)
+    if not body.node:
+        return await settle(engine.create(spec))
+    if getattr(engine, "node", None) is None:  # only the cluster façade knows other nodes
+        raise InvalidRequest(f"unknown node {body.node!r}: this server is not in a cluster (--cluster-url)")
+    return await settle(engine.create(spec, node=body.node))  # type: ignore[call-arg]
 
 
 @router.get("/api/sessions", tags=["sessions"])
@@ -36,7 +41,7 @@ async def list_sessions(engine: E) -> dict[str, Any]:
 
 @router.get("/api/sessions/{sid}", tags=["sessions"])
 async def get_session(sid: str, engine: E) -> dict[str, Any]:
-    return engine.get(sid)
+    return await settle(engine.get(sid))
 
 
 @router.delete("/api/sessions/{sid}", tags=["sessions"])
@@ -46,12 +51,12 @@ async def delete_session(sid: str, engine: E) -> dict[str, Any]:
 
 @router.get("/api/sessions/{sid}/screen", tags=["screens"])
 async def get_screen(sid: str, engine: E) -> dict[str, Any]:
-    return engine.screen(sid)
+    return await settle(engine.screen(sid))
 
 
 @router.get("/api/sessions/{sid}/explain", tags=["screens"])
 async def explain(sid: str, engine: E) -> dict[str, Any]:
-    return engine.explain(sid)
+    return await settle(engine.explain(sid))
 
 
 @router.post("/api/sessions/{sid}/send", tags=["writes"],
@@ -65,13 +70,13 @@ async def send(sid: str, body: SendBody, engine: E) -> dict[str, Any]:
 @router.post("/api/sessions/{sid}/answer", tags=["writes"],
              responses={409: {"description": "the pane is not blocked now"}})
 async def answer(sid: str, body: AnswerBody, engine: E) -> dict[str, Any]:
-    result = await engine.answer(sid, option=body.option, keys=body.keys)
+    result = await engine.answer(sid, option=body.option, keys=body.keys, request=body.request)
     return {"took": result.took, "state": result.state, "rule": result.rule, "waited_s": result.waited}
 
 
 @router.post("/api/sessions/{sid}/resize", tags=["sessions"])
 async def resize(sid: str, body: ResizeBody, engine: E) -> dict[str, Any]:
-    return engine.resize(sid, body.rows, body.cols)
+    return await settle(engine.resize(sid, body.rows, body.cols))
 
 
 @router.get("/api/sessions/{sid}/transcript", tags=["sessions"], response_class=Response,
