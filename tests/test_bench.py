@@ -228,7 +228,7 @@ def test_replay_frames_are_the_captures_own_bytes_cut_where_a_repaint_starts():
     captures = load_captures([root], 32, 120)
     assert captures and all(c.state in ("idle", "working", "blocked") for c in captures)
     for cap in captures:
-        raw = next(root.rglob(cap.name)).read_bytes()
+        raw = next((root / cap.agent).rglob(cap.name)).read_bytes()
         assert b"".join(cap.frames) == RESET + raw  # nothing lost, nothing added but the reset
     data = b"a" * 40 + b"\x1b[?2026h" + b"b" * 40 + b"\x1b[?2026h" + b"c" * 40 + b"\x1b[?2026h" + b"d"
     assert split_frames(data) == [b"a" * 40, b"\x1b[?2026h" + b"b" * 40, b"\x1b[?2026h" + b"c" * 40, b"\x1b[?2026hd"]
