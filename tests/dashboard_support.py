@@ -175,3 +175,140 @@ def echo_agent() -> list[str]:
 
 def json_argv(argv: list[str]) -> str:
     return json.dumps(argv)
+
+
+# A Claude-like TUI in raw mode, for the keyboard tests: it reads keys one by one as the real CLI
+# does (the lab's fake agent reads whole lines, so it cannot be interrupted or navigated).
+# Idle: an input box that echoes what is typed; Enter starts a turn ("esc to interrupt" in the
+# footer, a spinner line); Esc interrupts it. After WORK_S of work it asks for permission in
+# a dialog whose selection moves with the arrow keys; Enter picks the selected option. A task
+# that starts with "slow" works for a minute (time to interrupt it).
+TUI_AGENT = r'''
+import os, select, sys, termios, time, tty
+RULE = "─" * 40
+WORK_S = float(sys.argv[1]) if len(sys.argv) > 1 else 1.5
+fd = sys.stdin.fileno()
+tty.setraw(fd)
+out = sys.stdout
+def draw(lines):
+    out.write("\x1b[2J\x1b[H" + "\r\n".join(lines) + "\r\n")
+    out.flush()
+def idle(note="", typed=""):
+    draw(([note, ""] if note else []) + [RULE, "❯ " + typed, RULE, " ? for shortcuts"])
+pending = []
+def key(timeout=None):
+    """One key: a character, Esc, or an arrow's escape sequence (keys typed fast come together)."""
+    if not pending:
+        r, _, _ = select.select([fd], [], [], timeout)
+        if not r:
+            return None
+        data = os.read(fd, 1024).decode(errors="replace")
+        i = 0
+        while i < len(data):
+            n = 3 if data[i] == "\x1b" and data[i + 1:i + 2] in ("[", "O") and i + 2 < len(data) else 1
+            pending.append(data[i:i + n])
+            i += n
+    return pending.pop(0)
+idle()
+typed = ""
+while True:
+    k = key()
+    if k is None:
+        continue
+    if k in ("\r", "\n"):
+        task, typed = typed, ""
+        work = 60 if task.startswith("slow") else WORK_S
+        start = time.monotonic()
+        n = 0
+        interrupted = False
+        while time.monotonic() - start < work:
+            draw(["❯ " + task, "", "✻ Working… (%ds)" % n, RULE, "❯ ", RULE, " esc to interrupt"])
+            k = key(0.1)
+            n += 1
+            if k == "\x1b":
+                interrupted = True
+                break
+        if interrupted:
+            idle("  ⎿  Interrupted by user")
+            continue
+        sel = 1
+        while True:
+            rows = [("❯ " if i == sel else "  ") + "%d. %s" % (i, label)
+                    for i, label in ((1, "Yes"), (2, "Yes, and don't ask again"), (3, "No"))]
+            draw(["❯ " + task, "", RULE, " Bash command", "   make " + task, " Do you want to proceed?",
+                  *[" " + r for r in rows], "", " Esc to cancel · Tab to amend"])
+            k = key()
+            if k == "\x1b[A" or k == "\x1bOA":
+                sel = max(1, sel - 1)
+            elif k == "\x1b[B" or k == "\x1bOB":
+                sel = min(3, sel + 1)
+            elif k in ("\r", "\n"):
+                idle("  ⎿  chose option %d for %s" % (sel, task))
+                break
+            elif k == "\x1b":
+                idle("  ⎿  cancelled")
+                break
+        continue
+    if k in ("\x7f", "\b"):
+        typed = typed[:-1]
+    elif k == "\x03":
+        idle("  ⎿  ctrl-c pressed")
+        continue
+    elif k.isprintable():
+        typed += k
+    idle(typed=typed)
+'''
+
+
+def tui_agent(work: float = 1.5) -> list[str]:
+    return [sys.executable, "-c", TUI_AGENT, str(work)]
+
+
+def shell() -> list[str]:
+    """An interactive bash without the user's rc files, its prompt fixed for the tests."""
+    return ["bash", "--norc", "--noprofile", "-i"]
+
+
+SHELL_ENV = {"PS1": "sh$ ", "HISTFILE": "/dev/null"}
+
+
+CAPTURE_AGENT = r'''
+import os, re, sys, time, tty
+path, rule, idle_line = sys.argv[1:4]
+fd = sys.stdin.fileno()
+tty.setraw(fd)
+with open(path, "rb") as f:
+    os.write(1, f.read())
+# the terminal's answers to the capture's queries (device attributes, colours...) are no key
+reply = re.compile(r"\x1b(?:\[[?>]?[\d;]*[$]?[a-zA-Z~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[^\x1b]*\x1b\\)")
+key = ""
+while not key:
+    key = reply.sub("", os.read(fd, 256).decode(errors="replace"))[:1]
+os.write(1, ("\x1b[2J\x1b[H answered %s\r\n%s\r\n❯ \r\n%s\r\n%s\r\n" % (key, rule, rule, idle_line)).encode())
+time.sleep(600)
+'''
+
+
+def capture_agent(path: Path) -> list[str]:
+    """Replays a raw capture of the real CLI, then waits for one key and says which it got."""
+    return [sys.executable, "-c", CAPTURE_AGENT, str(path), RULE, IDLE_LINE]
+
+
+# Chromium logs every refused HTTP request and every failed WebSocket handshake in the console;
+# a 4xx the page asked for and explains (a refused send, a bad form field) or a connection the
+# page is retrying while the server restarts is no error of the page.
+_EXPECTED_NOISE = ("Failed to load resource: the server responded with a status of 409",
+                   "Failed to load resource: the server responded with a status of 422")
+_NETWORK_NOISE = ("Failed to load resource: net::ERR_CONNECTION_REFUSED", "WebSocket connection to",
+                  "Failed to load resource: the server responded with a status of 401",
+                  "Failed to load resource: the server responded with a status of 403")
+
+
+def console_errors(errors: list[str], *, network_down: bool = False):
+    """A ``page.on("console", …)`` handler that records the page's console errors."""
+    noise = _EXPECTED_NOISE + (_NETWORK_NOISE if network_down else ())
+
+    def on_console(msg: Any) -> None:
+        if msg.type == "error" and not msg.text.startswith(noise):
+            errors.append(msg.text)
+    return on_console

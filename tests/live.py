@@ -6,8 +6,10 @@ import asyncio
 import json
 import socket
 import subprocess
+import tempfile
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -68,6 +70,7 @@ async def next_event(ws: Any, kind: str, timeout: float = 10.0, **match: Any) ->
 @asynccontextmanager
 async def live_server(**overrides: Any):
     loopback = Loopback()
+    overrides.setdefault("state_dir", Path(tempfile.mkdtemp(prefix="pw-state-")))
     settings = Settings(token=TOKEN, port=loopback.port, sweep_ms=100, **overrides)
     app = create_app(settings)
     async with loopback.serving(app):

@@ -146,11 +146,16 @@ async def test_every_auth_failure_is_refused(live):
         assert (await anon.get("/")).status_code == 401
         assert (await anon.get("/?token=wrong")).status_code == 403
         r = await anon.get(f"/?token={TOKEN}", follow_redirects=False)
-        assert r.status_code == 303 and "panewatch_token" in r.headers["set-cookie"]
-        assert "httponly" in r.headers["set-cookie"].lower()
-        anon.cookies.set("panewatch_token", TOKEN)
+        assert r.status_code == 303 and "panewatch_login=" in r.headers["set-cookie"]
+        assert "httponly" in r.headers["set-cookie"].lower() and TOKEN not in r.headers["set-cookie"]
+        login = r.cookies["panewatch_login"]
+        anon.cookies.set("panewatch_login", login)
         assert (await anon.get("/api/sessions")).status_code == 200
-        anon.cookies.set("panewatch_token", "wrong")
+        anon.cookies.set("panewatch_login", TOKEN)  # the token is not a login
+        assert (await anon.get("/api/sessions")).status_code == 403
+        anon.cookies.set("panewatch_login", login)
+        assert (await anon.post("/logout")).json()["logged_out"] is True
+        anon.cookies.set("panewatch_login", login)  # a revoked login stays refused
         assert (await anon.get("/api/sessions")).status_code == 403
 
     async def refused(**kw) -> int:
@@ -179,7 +184,10 @@ async def test_report_endpoint_auth_and_validation(live):
         assert (await c.post(url, json={"state": "working"})).status_code == 401
         assert (await c.post(url, json={"state": "working"}, headers={"Authorization": f"Bearer {TOKEN}"})
                 ).status_code == 403  # the API token is not a report token
-        assert (await c.post("/report?session=nope", json={"state": "working"}, headers=auth)).status_code == 404
+        # a wrong token gets the same answer whether the session exists or not (no oracle)
+        wrong = await c.post(url, json={"state": "working"}, headers={"Authorization": "Bearer nope-nope"})
+        unknown = await c.post("/report?session=nope", json={"state": "working"}, headers=auth)
+        assert (wrong.status_code, wrong.json()) == (unknown.status_code, unknown.json()) and wrong.status_code == 403
         assert (await c.post(url, content=b"not json", headers=auth)).status_code == 422
         assert (await c.post(url, json=["a"], headers=auth)).status_code == 422
         assert (await c.post(url, json={"state": "waiting"}, headers=auth)).status_code == 422

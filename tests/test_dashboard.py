@@ -22,6 +22,7 @@ from dashboard_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     Server,
+    console_errors,
     echo_agent,
     free_port,
     idle_agent,
@@ -65,12 +66,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-def open_dashboard(browser, server: Server, **context_options):
+def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
     context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
     context.add_init_script(NOTIFICATION_STUB)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", console_errors(errors, network_down=network_down))
     response = page.goto(f"{server.url}/?token={server.token}")
     assert response is not None and response.status == 200
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
@@ -83,7 +85,7 @@ def page(browser, server: Server):
     yield page
     context.close()
     server.delete_all()
-    assert errors == [], f"uncaught errors in the page: {errors}"
+    assert errors == [], f"errors in the page's console: {errors}"
 
 
 def card_of(page, sid: str):
@@ -101,7 +103,7 @@ def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) 
         response = page.goto(f"{server.url}/?token={server.token}")
         assert response is not None and response.status == 200
         assert page.url == f"{server.url}/"  # the token left the address bar
-        cookie = next(c for c in context.cookies() if c["name"] == "panewatch_token")
+        cookie = next(c for c in context.cookies() if c["name"] == "panewatch_login")
         assert cookie["httpOnly"]
         card = card_of(page, sid)
         expect(card.locator("h2")).to_have_text("hello-card")
@@ -127,7 +129,7 @@ def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server)
         assert response is not None and response.status == 403
         expect(page.locator("h1")).to_have_text("Wrong token")
         assert page.locator(".card").count() == 0
-        assert not any(c["name"] == "panewatch_token" for c in context.cookies())
+        assert not any(c["name"] == "panewatch_login" for c in context.cookies())
 
         response = page.goto(f"{server.url}/")
         assert response is not None and response.status == 401
@@ -135,7 +137,7 @@ def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server)
         assert sockets == []  # the refusal pages run no script
 
         # a forged cookie gets neither the API nor a byte from the state WebSocket
-        context.add_cookies([{"name": "panewatch_token", "value": "forged-token", "url": server.url}])
+        context.add_cookies([{"name": "panewatch_login", "value": "forged-token", "url": server.url}])
         assert page.request.get(f"{server.url}/api/sessions").status == 403
         outcome = page.evaluate("""url => new Promise(resolve => {
             const got = [];
@@ -157,7 +159,7 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     calm = server.create(idle_agent("nothing to see"), name="calm")["id"]
     expect(card_of(page, calm).locator(".badge-state")).to_have_text("idle")
     page.get_by_role("button", name="Enable notifications").click()
-    expect(page.locator("#notify")).to_have_text("Notifications on")
+    expect(page.get_by_label("Notifications")).to_be_checked()  # allowed: now a switch
 
     sid = server.create(prompt_agent(work=3), name="asker")["id"]
     card = card_of(page, sid)
@@ -174,7 +176,7 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(card.locator(".send-button")).to_be_disabled()
 
     # the server's notification event became a browser notification and a line in the page
-    page.wait_for_function("window.__notes.some(n => n.title === 'asker needs you')")
+    page.wait_for_function("() => window.__notes.some(n => n.title === 'asker needs you')")
     expect(page.locator("#last-alert")).to_contain_text("asker needs you")
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -204,8 +206,11 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(card.locator(".prompt")).to_be_hidden()
     expect(card.locator(".send-text")).to_be_enabled()
     expect(page).to_have_title("Panewatch")
-    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", calm)  # back in creation order
     expect(card.locator(".badge-state")).to_have_text("idle")
+    # answered, the card keeps its place until the user moves on; then creation order again
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", sid)
+    card_of(page, calm).locator(".meta").click()
+    expect(page.locator("#cards > .card").first).to_have_attribute("data-id", calm)
 
 
 def test_an_answer_that_no_longer_applies_says_so(page, server: Server) -> None:
@@ -248,7 +253,7 @@ def test_screen_keeps_the_agents_colours_and_the_cursor(page, server: Server) ->
     expect(bold).to_have_css("font-weight", "700")
     inverse = screen.locator("span", has_text="INV")
     expect(inverse).to_have_css("background-color", "rgb(220, 223, 228)")  # reverse video: fg as bg
-    expect(screen.locator(".cursor")).to_have_count(1)
+    expect(screen.locator(".xterm-cursor")).to_have_count(1)
 
 
 # --- creating, deleting, opening large -----------------------------------------------------
@@ -305,12 +310,11 @@ def test_open_one_session_large_and_close_it(page, server: Server) -> None:
     sid = server.create(idle_agent("look at me"), name="big", rows=30, cols=100)["id"]
     card = card_of(page, sid)
     expect(card.locator(".screen")).to_contain_text("look at me")
-    compact_lines = card.locator(".screen").evaluate("el => el.textContent.split('\\n').length")
-    assert compact_lines < 30  # blank rows below the text are not shown in the grid
+    assert card.locator(".xterm-rows > div").count() == 30  # the pane at its own size
     card.get_by_role("button", name="Open large").click()
     expect(card).to_have_class("card card-large")
     expect(page.locator("#backdrop")).to_be_visible()
-    assert card.locator(".screen").evaluate("el => el.textContent.split('\\n').length") == 30
+    expect(card.locator(".screen")).to_contain_text("look at me")
     expect(card.locator(".details")).to_contain_text(sid)
     page.keyboard.press("Escape")
     expect(card).to_have_class("card")
@@ -331,7 +335,7 @@ def test_dropped_websockets_reconnect_and_resynchronise(page, server: Server) ->
             .observe(el, { attributes: true, attributeFilter: ['data-status'] });
         window.panewatch.dropConnections();
     }""")
-    page.wait_for_function("window.__statuses.includes('reconnecting')")
+    page.wait_for_function("() => window.__statuses.includes('reconnecting')")
     expect(page.locator("#connection")).to_have_attribute("data-status", "live")
     # events flow again: a session made meanwhile shows up, and the old card's screen is live
     other = server.create(idle_agent("made after the drop"), name="later")["id"]
@@ -347,7 +351,7 @@ def test_server_restart_shows_a_banner_and_recovers(browser, tmp_path: Path) -> 
     srv = Server(token, port=free_port(), log_dir=tmp_path).start()
     context = None
     try:
-        context, page, errors = open_dashboard(browser, srv)
+        context, page, errors = open_dashboard(browser, srv, network_down=True)
         sid = srv.create(idle_agent("before the restart"), name="old")["id"]
         expect(card_of(page, sid).locator(".screen")).to_contain_text("before the restart")
         banner = page.locator("#banner")
@@ -424,7 +428,7 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
 # --- the page's pure helpers, run in the browser ------------------------------------------------
 
 
-def test_command_parsing_and_card_helpers(page) -> None:
+def test_command_and_environment_parsing(page) -> None:
     # (a prompt's options are read on the server: tests/test_prompts.py)
     result = page.evaluate("""async () => {
         const m = await import('/static/parse.js');
@@ -433,6 +437,8 @@ def test_command_parsing_and_card_helpers(page) -> None:
             argv_json: m.parseCommand('["python", "-m", "x y"]'),
             empty: m.parseCommand('   '),
             bad: (() => { try { m.parseCommand('["a", 1]'); } catch (e) { return e.message; } })(),
+            env: m.parseEnv('A=1\\n\\n# note\\nB_2=x=y \\nC='),
+            bad_env: (() => { try { m.parseEnv('A=1\\n2B=x'); } catch (e) { return e.message; } })(),
             order: m.cardOrder([
                 { id: 'a', state: 'idle', since: 5, created: 1 },
                 { id: 'b', state: 'blocked', since: 9, created: 2 },
@@ -446,6 +452,8 @@ def test_command_parsing_and_card_helpers(page) -> None:
     assert result["argv_json"] == ["python", "-m", "x y"]
     assert result["empty"] is None
     assert "array of strings" in result["bad"]
+    assert result["env"] == {"A": "1", "B_2": "x=y", "C": ""}
+    assert result["bad_env"].startswith("environment line 2: write NAME=value")
     assert result["order"] == ["c", "b", "a", "d"]
     assert result["durations"] == ["7s", "3m 05s", "2h 05m"]
 

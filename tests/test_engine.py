@@ -179,7 +179,9 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setenv("PANEWATCH_TOKEN", "the-api-token-must-not-leak")
+    monkeypatch.setenv("PANEWATCH_CONFIG", "/server/only/config.toml")
     engine.service_url = "http://127.0.0.1:9999"
+    engine.agent_vars["PANEWATCH_REPORT_SOCKET"] = "/run/pw/report.sock"
     sid = engine.create(SessionSpec(agent="claude", env={"MY_VAR": "1"}))["id"]
     await wait_state(engine, sid, "exited")
     launch = json.loads(out.read_text())
@@ -187,10 +189,11 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path
     assert argv[1:4] == ["--permission-mode", "default", "--settings"]
     assert set(json.loads(argv[4])["hooks"]) >= {"UserPromptSubmit", "PreToolUse", "PermissionRequest",
                                                    "Notification", "Stop"}
-    assert env["PANEWATCH_SESSION"] == sid and env["PANEWATCH_REPORT_TOKEN"] == engine.report_token(sid)
+    assert env["PANEWATCH_SESSION"] == sid and "PANEWATCH_REPORT_TOKEN" not in env  # readable by other panes
     assert env["PANEWATCH_URL"] == "http://127.0.0.1:9999" and env["MY_VAR"] == "1"
+    assert env["PANEWATCH_REPORT_SOCKET"] == "/run/pw/report.sock"  # the engine's agent_vars reach every agent
     assert env["TERM"] == "xterm-256color"
-    assert "PANEWATCH_TOKEN" not in env
+    assert "PANEWATCH_TOKEN" not in env and "PANEWATCH_CONFIG" not in env  # no server setting reaches agents
 
     s2 = engine.create(SessionSpec(agent="claude", hooks=False))
     await wait_state(engine, s2["id"], "exited")

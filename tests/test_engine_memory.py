@@ -127,6 +127,29 @@ async def test_a_program_that_cannot_start_is_an_exited_session_saying_why(rig):
         rig.engine.create(SessionSpec(command=["agent"], rows=1))
 
 
+async def test_a_launch_that_breaks_unexpectedly_leaves_no_session(rig, monkeypatch):
+    """Only a SpawnError makes an exited session; anything else from the host is all or nothing:
+    no session without a process, the error raised to the caller."""
+    def broken(spec, sink):
+        raise OSError("no more ptys")
+
+    monkeypatch.setattr(rig.host, "spawn", broken)
+    with pytest.raises(OSError, match="no more ptys"):
+        rig.engine.create(SessionSpec(command=["agent"]))
+    assert rig.engine.list() == [] and len(rig.engine) == 0 and rig.engine.stats()["sessions"] == 0
+    monkeypatch.undo()
+    sid, _ = rig.create()  # the engine goes on
+    assert [s["id"] for s in rig.engine.list()] == [sid]
+
+
+async def test_an_argv_or_env_the_os_cannot_take_is_refused_before_any_session(rig):
+    for spec in (SessionSpec(command=["agent", "a\x00b"]), SessionSpec(command=["agent", "\ud800"]),
+                 SessionSpec(command=["agent"], env={"A=B": "1"}), SessionSpec(command=["agent"], cwd="/tmp\x00")):
+        with pytest.raises(InvalidRequest, match="NUL|encode|bad name"):
+            rig.engine.create(spec)
+    assert rig.host.handles == {} and rig.engine.list() == []
+
+
 async def test_reports_and_the_repeated_permission_notification(rig):
     sid, agent = rig.create()
     agent.emit(IDLE)

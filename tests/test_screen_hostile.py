@@ -241,3 +241,24 @@ def test_report_the_slowest_cost_per_kb():
               " (inputs under 256 B counted as 256 B)"
               f" on {step[:80]!r}{'...' if len(step) > 80 else ''} ({len(step)} B)")
     assert all(worst >= 0 for worst, _ in SLOWEST.values())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_huge_scroll_counts_are_clamped_to_the_screen(backend):
+    """``CSI 9999 S`` on a margin-less screen clears it; inside margins only the region moves."""
+    s = make_screen(backend, 6, 20)
+    s.feed(b"one\r\ntwo\r\nthree\x1b[9999S")
+    assert s.text().strip() == ""
+    _inside(s)
+    s = make_screen(backend, 6, 20)
+    s.feed(b"top\r\na\r\nb\r\nc\r\nd\r\nbottom\x1b[2;5r\x1b[9999S\x1b[r")
+    assert s.lines()[0] == "top" and s.lines()[5] == "bottom"
+    assert s.lines()[1:5] == ["", "", "", ""]
+    _inside(s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_decaln_is_ignored_on_both_backends(backend):
+    s = make_screen(backend, 4, 10)
+    s.feed(b"x\x1b#8")
+    assert s.lines() == ["x", "", "", ""]

@@ -100,4 +100,6 @@ def test_claude_settings_adds_a_reporting_hook_per_event():
         assert hook["type"] == "command" and hook["command"] == REPORT_COMMAND
     # a service that is down must never break the agent
     assert REPORT_COMMAND.rstrip().endswith("|| true")
-    assert "-m 2" in REPORT_COMMAND and "$PANEWATCH_REPORT_TOKEN" in REPORT_COMMAND
+    # the pane is named by the kernel on the report socket: no token that another pane could read
+    assert "-m 2" in REPORT_COMMAND and '--unix-socket "$PANEWATCH_REPORT_SOCKET"' in REPORT_COMMAND
+    assert "TOKEN" not in REPORT_COMMAND

@@ -2,6 +2,7 @@
 // server's own notification events, which already respect its cooldown), an optional sound.
 
 const SOUND_KEY = "panewatch.sound";
+const NOTIFY_KEY = "panewatch.notifications";
 const BASE_TITLE = "Panewatch";
 
 export function setBlockedCount(count) {
@@ -14,13 +15,16 @@ function notificationsSupported() {
 
 export class Alerts {
   /**
-   * @param {object} els {notifyButton, soundToggle, lastAlert}
+   * @param {object} els {notifyButton, notifySwitch, notifyOn, soundToggle, lastAlert, lastAlertLine}
    * @param {function} focusSession called with a session id when a notification is clicked
    */
-  constructor({ notifyButton, soundToggle, lastAlert }, focusSession) {
+  constructor({ notifyButton, notifySwitch, notifyOn, soundToggle, lastAlert, lastAlertLine }, focusSession) {
     this.notifyButton = notifyButton;
+    this.notifySwitch = notifySwitch;
+    this.notifyOn = notifyOn;
     this.soundToggle = soundToggle;
     this.lastAlert = lastAlert;
+    this.lastAlertLine = lastAlertLine;
     this.focusSession = focusSession;
     this.audio = null;
     this.shown = 0;
@@ -31,6 +35,11 @@ export class Alerts {
       if (this.soundToggle.checked) this.beep(); // a user gesture: unlocks audio, and a preview
     });
     this.notifyButton.addEventListener("click", () => this.askPermission());
+    // once allowed, notifications are switched on and off here (the browser has no "revoke")
+    this.notifyOn.checked = localStorage.getItem(NOTIFY_KEY) !== "off";
+    this.notifyOn.addEventListener("change", () => {
+      localStorage.setItem(NOTIFY_KEY, this.notifyOn.checked ? "on" : "off");
+    });
     this.renderPermission();
   }
 
@@ -47,6 +56,8 @@ export class Alerts {
     const p = Notification.permission;
     b.dataset.permission = p;
     b.disabled = p !== "default";
+    b.hidden = p === "granted";
+    this.notifySwitch.hidden = p !== "granted";
     const labels = { granted: "Notifications on", denied: "Notifications blocked" };
     b.textContent = labels[p] || "Enable notifications";
     b.title = p === "denied" ? "Allow notifications for this site in the browser's settings" : "";
@@ -65,10 +76,10 @@ export class Alerts {
   /** A `{"type":"notification"}` event from /ws/state. */
   notify(event) {
     const when = new Date((event.at || Date.now() / 1000) * 1000).toLocaleTimeString();
-    this.lastAlert.textContent = `${event.title} — ${when}`;
-    this.lastAlert.hidden = false;
+    this.lastAlert.textContent = `Last alert: ${event.title} — ${when}`;
+    this.lastAlertLine.hidden = false;
     this.lastAlert.dataset.session = event.session || "";
-    if (notificationsSupported() && Notification.permission === "granted") {
+    if (notificationsSupported() && Notification.permission === "granted" && this.notifyOn.checked) {
       try {
         const n = new Notification(event.title, {
           body: event.body,
@@ -85,6 +96,15 @@ export class Alerts {
       }
     }
     if (this.soundToggle.checked && event.state === "blocked") this.beep();
+  }
+
+  /** A session was deleted: an alert about it points nowhere now. */
+  forget(id) {
+    if (this.lastAlert.dataset.session === id) {
+      this.lastAlertLine.hidden = true;
+      this.lastAlert.textContent = "";
+      delete this.lastAlert.dataset.session;
+    }
   }
 
   beep() {

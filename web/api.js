@@ -51,6 +51,8 @@ export const api = {
   create: (spec) => request("POST", "/api/sessions", spec),
   remove: (id) => request("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   send: (id, text, enter = true) => request("POST", `/api/sessions/${encodeURIComponent(id)}/send`, { text, enter }),
+  screen: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/screen`),
+  session: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}`),
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
   answer: (id, answer) =>
     request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),

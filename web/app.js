@@ -28,6 +28,7 @@ let down = null; // {since, retryAt, reason} while /ws/state is down
 let idsBeforeDrop = null;
 let authLost = false;
 let large = null; // the card shown large
+let pinned = null; // {id, index}: a card just answered keeps its place until the user moves on
 
 const serverNow = () => Date.now() / 1000 + skew;
 
@@ -39,8 +40,29 @@ const cardContext = {
     large = open ? card : large === card ? null : large;
     els.backdrop.hidden = !large;
     document.body.classList.toggle("has-large", Boolean(large));
+    // a real modal: nothing behind it takes focus or clicks
+    for (const el of [document.querySelector("header.top"), els.banner, $("last-alert-line"), els.newForm,
+      els.empty, ...[...cards.values()].filter((c) => c !== large).map((c) => c.el)]) {
+      if (el) el.inert = Boolean(large);
+    }
+  },
+  onAnswered: (card) => {
+    const index = [...els.cards.children].indexOf(card.el);
+    if (index >= 0) pinned = { id: card.id, index };
   },
 };
+
+// the user moved on from an answered card: it may take its place in the order again
+function unpin(e) {
+  if (!pinned) return;
+  const card = cards.get(pinned.id);
+  if (!card || !card.el.contains(e.target)) {
+    pinned = null;
+    layout();
+  }
+}
+document.addEventListener("pointerdown", unpin, true);
+document.addEventListener("focusin", unpin, true);
 
 // -- sessions and cards ---------------------------------------------------------------------
 function upsert(session) {
@@ -53,6 +75,8 @@ function upsert(session) {
 
 function removeSession(id) {
   sessions.delete(id);
+  alerts.forget(id);
+  if (pinned && pinned.id === id) pinned = null;
   const card = cards.get(id);
   if (card) {
     cards.delete(id);
@@ -79,9 +103,15 @@ function applySnapshot(list) {
 /** Put the cards in order (blocked first) without losing the focus or a half-typed text. */
 function layout() {
   const order = cardOrder([...sessions.values()]).filter((id) => cards.has(id));
+  if (pinned && cards.has(pinned.id)) {
+    if (sessions.get(pinned.id).state === "blocked") pinned = null; // asking again: first, as any blocked card
+    else order.splice(Math.min(pinned.index, order.length - 1), 0, ...order.splice(order.indexOf(pinned.id), 1));
+  }
   const container = els.cards;
   const current = [...container.children].map((el) => el.dataset.id);
   if (current.length !== order.length || current.some((id, i) => id !== order[i])) {
+    // moving a node resets the scroll of what is inside it: keep each terminal's place
+    const scrolls = new Map([...cards.values()].filter((c) => c.el.isConnected).map((c) => [c, c.saveScroll()]));
     const active = document.activeElement;
     const selection = active && typeof active.selectionStart === "number"
       ? [active.selectionStart, active.selectionEnd] : null;
@@ -93,7 +123,9 @@ function layout() {
       active.focus({ preventScroll: true });
       if (selection) try { active.setSelectionRange(...selection); } catch { /* not a text field */ }
     }
+    for (const [card, saved] of scrolls) card.restoreScroll(saved);
   }
+  for (const card of cards.values()) card.mount();
   const all = [...sessions.values()];
   const count = (state) => all.filter((s) => s.state === state).length;
   const blocked = count("blocked");
@@ -225,20 +257,28 @@ onAuthFailure(() => loginLost());
 // -- the page's controls -------------------------------------------------------------------
 const alerts = new Alerts({
   notifyButton: $("notify"),
+  notifySwitch: $("notify-switch"),
+  notifyOn: $("notify-on"),
   soundToggle: $("sound"),
   lastAlert: $("last-alert"),
+  lastAlertLine: $("last-alert-line"),
 }, focusSession);
 
 function focusSession(id) {
   const card = cards.get(id);
   if (!card) return;
   card.el.scrollIntoView({ behavior: "smooth", block: "center" });
+  card.largeButton.focus({ preventScroll: true });
   card.el.classList.remove("flash");
   void card.el.offsetWidth; // restart the animation
   card.el.classList.add("flash");
 }
 
 $("last-alert").addEventListener("click", (e) => focusSession(e.currentTarget.dataset.session));
+window.addEventListener("resize", () => {
+  clearTimeout(window.__fitTimer);
+  window.__fitTimer = setTimeout(() => large && large.fitToWindow(), 200);
+});
 
 const form = new NewSessionForm(els.newForm, (session) => {
   upsert(session); // the "created" event may come a moment later
@@ -258,7 +298,8 @@ els.newToggle.addEventListener("click", () => {
 
 els.backdrop.addEventListener("click", () => large && large.setLarge(false));
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape" && large) {
+  // Esc in the terminal is a key for the pane (it interrupts Claude); elsewhere it closes
+  if (e.key === "Escape" && large && !(e.target instanceof Element && e.target.closest(".xterm"))) {
     e.preventDefault();
     large.setLarge(false);
   }

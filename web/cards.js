@@ -1,12 +1,16 @@
-// One card per session: name, agent, folder, state badge, the live screen, the prompt's
-// options (answered only after an inline confirmation), a send box and delete/open-large.
+// One card per session: name, title, agent, folder, a state badge that explains itself, the pane
+// as a real terminal (keyboard, scrollback), the prompt's answers as the server decided them
+// (each sent only after an inline confirmation), the held-back-keys notice, a send box, and
+// delete / open large (a modal that fits the pane to the window).
 
 import { AcpView, isAcp } from "./acp.js";
 import { api } from "./api.js";
-import { LiveSocket } from "./live.js";
-import { formatDuration, shortPath } from "./parse.js";
+import { formatDuration, shortCommand, shortPath } from "./parse.js";
+import { TermView } from "./term.js";
 
 const ESC_KEY = "\u001b";
+const RESULT_FADE_MS = 8000;
+const RESULT_CLEAR_MS = 11000;
 
 /** Build an element: h("button", {class: "x", onclick: fn}, "text", child...). */
 export function h(tag, attrs = {}, ...children) {
@@ -31,126 +35,71 @@ function button(label, cls, onclick, attrs = {}) {
   return h("button", { type: "button", class: cls, onclick, ...attrs }, label);
 }
 
-// Cells a code point takes in a terminal (pyte keeps one character per wide glyph).
-function cellWidth(cp) {
-  return (cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) || (cp >= 0xac00 && cp <= 0xd7a3)
-    || (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60)
-    || (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) || (cp >= 0x1f900 && cp <= 0x1f9ff)
-    || (cp >= 0x20000 && cp <= 0x3fffd) ? 2 : 1;
+/** At most `n` characters (a long script as a command must not push the terminal out). */
+function clip(text, n) {
+  return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
 
+// ACP sessions have no terminal: the page's socket handling finds nothing to do for them
+const NO_SOCKET = { start() {}, stop() {}, drop() {}, retryNow() {} };
 
-// pyte's colour names -> CSS colours (an xterm-like palette); hex values pass through.
-const PALETTE = {
-  black: "#2e3436", red: "#e06c75", green: "#98c379", brown: "#d19a66", blue: "#61afef",
-  magenta: "#c678dd", cyan: "#56b6c2", white: "#dcdfe4",
-  brightblack: "#5c6370", brightred: "#ff7b86", brightgreen: "#b5e890", brightbrown: "#e5c07b",
-  brightblue: "#82c4ff", brightmagenta: "#de9bf0", brightcyan: "#7fd6e0", brightwhite: "#ffffff",
-};
-
-function cssColour(name) {
-  if (!name) return "";
-  if (/^[0-9a-f]{6}$/i.test(name)) return `#${name}`;
-  return PALETTE[name] || "";
-}
-
-/** Index (in characters) of the character under screen column `col`, and the cells before it. */
-function charAtColumn(chars, col) {
-  let cells = 0;
-  let i = 0;
-  while (i < chars.length && cells + cellWidth(chars[i].codePointAt(0)) <= col) {
-    cells += cellWidth(chars[i].codePointAt(0));
-    i += 1;
-  }
-  return [i, cells];
-}
-
-/**
- * One screen row as DOM nodes: colour runs ([chars, fg, bg, flags] from the server) become
- * spans, and the cursor (if on this row) a span of its own.
- */
-function rowNodes(row, runs, cursorCol) {
-  let chars = Array.from(row || "");
-  let cursorAt = -1;
-  if (cursorCol !== null && cursorCol !== undefined) {
-    const [i, cells] = charAtColumn(chars, cursorCol);
-    if (i >= chars.length) chars = chars.concat(Array(Math.max(0, cursorCol - cells) + 1).fill(" "));
-    cursorAt = i >= Array.from(row || "").length ? chars.length - 1 : i;
-  }
-  const pieces = []; // [start, end, style]
-  let at = 0;
-  for (const [n, fg, bg, flags] of runs || []) {
-    pieces.push([at, Math.min(at + n, chars.length), { fg, bg, flags }]);
-    at += n;
-  }
-  if (at < chars.length) pieces.push([at, chars.length, null]);
-  const nodes = [];
-  for (const [start, end, style] of pieces) {
-    const parts = cursorAt >= start && cursorAt < end
-      ? [[start, cursorAt, false], [cursorAt, cursorAt + 1, true], [cursorAt + 1, end, false]]
-      : [[start, end, false]];
-    for (const [a, b, isCursor] of parts) {
-      if (b <= a) continue;
-      const text = chars.slice(a, b).join("");
-      if (!style && !isCursor) { nodes.push(text); continue; }
-      const span = h("span", isCursor ? { class: "cursor" } : {}, text);
-      if (style) {
-        let fg = cssColour(style.fg);
-        let bg = cssColour(style.bg);
-        if (style.flags & 8) [fg, bg] = [bg || "var(--screen-bg, #0b0c10)", fg || "var(--screen-fg, #dcdfe4)"];
-        if (fg) span.style.color = fg;
-        if (bg) span.style.backgroundColor = bg;
-        if (style.flags & 1) span.style.fontWeight = "bold";
-        if (style.flags & 2) span.style.fontStyle = "italic";
-        const lines = [style.flags & 4 ? "underline" : "", style.flags & 16 ? "line-through" : ""].filter(Boolean);
-        if (lines.length) span.style.textDecoration = lines.join(" ");
-      }
-      nodes.push(span);
-    }
-  }
-  return nodes;
-}
+const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), "
+  + "[tabindex]:not([tabindex='-1'])";
 
 export class Card {
   /**
    * @param {object} session the API's session object
-   * @param {object} ctx {serverNow(): seconds, onLarge(card, open), onStateSeen()}
+   * @param {object} ctx {serverNow(): seconds, onLarge(card, open), onDeleted(id), onAnswered(card)}
    */
   constructor(session, ctx) {
     this.id = session.id;
     this.ctx = ctx;
     this.session = session;
-    this.rows = [];
-    this.styles = [];
-    this.cursor = null;
-    this.screenSeen = false;
-    this.options = [];
-    this.optionsKey = "";
+    this.prompt = null; // what the server says the blocked pane asks for
+    this.promptKey = "";
     this.pending = null; // the action awaiting confirmation
     this.busy = false;
-    this.renderQueued = false;
     this.large = false;
+    this.sizeBeforeLarge = null;
     this.build();
-    // ACP sessions: the conversation view replaces the screen and its prompt parsing
+    // ACP sessions: the conversation view replaces the terminal and its prompt
     this.acp = isAcp(session) ? new AcpView(this) : null;
-    if (this.acp) this.screenEl.replaceWith(this.acp.el);
-    this.update(session);
-    this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen?styles=1`, {
-      onMessage: (msg) => this.onFrame(msg),
-      onDown: () => this.el.classList.add("screen-stale"),
+    if (this.acp) {
+      this.screenEl.replaceWith(this.acp.el);
+      this.term = null;
+      this.update(session);
+      return;
+    }
+    this.term = new TermView(this.id, {
+      onState: (msg) => this.onTermState(msg),
+      onHeld: (msg) => this.showHeld(msg),
+      onReleased: (msg) => this.released(msg),
+      onError: (detail) => this.showResult(`Keys not sent: ${detail}`, "warn"),
+      onTitle: (title) => this.setTitle(title),
+      onLoaded: () => this.loaded(),
+      onSize: (rows, cols) => { this.session.rows = rows; this.session.cols = cols; this.renderDetails(); },
       onUp: () => this.el.classList.remove("screen-stale"),
-    }, { minDelay: 500, maxDelay: 10000, finalCodes: [4404] });
-    this.screenSocket.start();
+      onDown: () => this.el.classList.add("screen-stale"),
+    });
+    this.screenEl.append(this.term.host);
+    this.update(session);
+    this.term.start();
   }
+
+  /** Compatibility with the page's socket handling (app.js stops/starts every card's socket). */
+  get screenSocket() { return this.term ? this.term.socket : NO_SOCKET; }
 
   build() {
     const id = this.id;
     const nameId = `card-${id}-name`;
+    const whyId = `card-${id}-why`;
     this.nameEl = h("span", { class: "name" });
+    this.titleEl = h("span", { class: "term-title", hidden: true });
     this.stateEl = h("span", { class: "badge-state" });
     this.timeEl = h("span", { class: "badge-time" });
-    this.badgeWhy = h("span", { class: "sr-only" });
-    this.badge = h("span", { class: "badge" }, this.stateEl, " ", this.timeEl, this.badgeWhy);
+    this.badge = h("button", { type: "button", class: "badge", "aria-expanded": "false", "aria-controls": whyId,
+      onclick: () => this.toggleWhy() }, this.stateEl, " ", this.timeEl);
+    this.whyEl = h("p", { class: "why", id: whyId, hidden: true });
     this.largeButton = button("Open large", "open-large", () => this.setLarge(!this.large),
       { "aria-expanded": "false" });
     this.deleteButton = button("Delete", "delete danger", () => this.askDelete());
@@ -159,10 +108,31 @@ export class Card {
     this.detailsEl = h("dl", { class: "details" });
     this.exitEl = h("p", { class: "exit", hidden: true });
 
+    // the prompt: options / yes-no as buttons, a password field, Esc, and any keys
     this.optionsEl = h("div", { class: "options", role: "group", "aria-label": "Answer the prompt" });
+    this.passwordInput = h("input", { type: "password", class: "password-text", autocomplete: "off",
+      "aria-label": "Password to send" });
+    this.passwordForm = h("form", { class: "password", hidden: true, onsubmit: (e) => {
+      e.preventDefault();
+      if (!this.passwordInput.value) return;
+      this.ask({ kind: "answer", answer: { keys: `${this.passwordInput.value}\r` }, label: "the password", secret: true });
+    } }, this.passwordInput, h("button", { type: "submit" }, "Send password"));
+    this.keysInput = h("input", { type: "text", class: "keys-text", autocomplete: "off", spellcheck: "false",
+      placeholder: "keys, e.g. yes", "aria-label": "Keys to send to the prompt" });
+    this.keysEnter = h("input", { type: "checkbox", class: "keys-enter", checked: true });
+    this.keysForm = h("form", { class: "keys", onsubmit: (e) => {
+      e.preventDefault();
+      const text = this.keysInput.value;
+      const enter = this.keysEnter.checked;
+      if (!text && !enter) return;
+      const shown = text.length > 30 ? `${text.slice(0, 30)}…` : text;
+      this.ask({ kind: "answer", answer: { keys: text + (enter ? "\r" : "") },
+        label: `“${shown}”${enter ? " and Enter" : ""}`, clear: this.keysInput });
+    } }, this.keysInput, h("label", { class: "toggle" }, this.keysEnter, " Enter"),
+    h("button", { type: "submit" }, "Send keys"));
     this.promptNote = h("p", { class: "prompt-note" });
     this.promptEl = h("section", { class: "prompt", hidden: true, "aria-label": "Waiting for your answer" },
-      h("h3", {}, "Waiting for your answer"), this.optionsEl, this.promptNote);
+      h("h3", {}, "Waiting for your answer"), this.optionsEl, this.passwordForm, this.keysForm, this.promptNote);
 
     this.confirmText = h("span", { class: "confirm-text" });
     this.confirmButton = button("Confirm", "confirm-yes primary", () => this.confirm());
@@ -175,9 +145,16 @@ export class Card {
       e.stopPropagation(); // not the large view's Escape
       this.cancel(true);
     });
+
+    this.heldText = h("span", { class: "held-text" });
+    this.heldEl = h("div", { class: "held", hidden: true, role: "alert" }, this.heldText,
+      button("Send anyway", "held-send", () => this.term.release(true)),
+      button("Drop", "held-drop", () => this.term.release(false)));
+
     this.resultEl = h("p", { class: "result", role: "status", "aria-live": "polite" });
 
-    this.screenEl = h("pre", { class: "screen", tabindex: "0", "aria-label": "Screen", "aria-live": "off" });
+    this.screenEl = h("div", { class: "screen", role: "group",
+      "aria-label": "Screen (click and type: keys go to the pane)" });
 
     this.sendInput = h("input", { type: "text", name: "text", class: "send-text", autocomplete: "off",
       spellcheck: "false", placeholder: "Type to the agent…", "aria-label": "Text to send" });
@@ -193,15 +170,24 @@ export class Card {
         h("h2", { id: nameId }, this.nameEl),
         this.badge,
         h("div", { class: "card-tools" }, this.largeButton, this.deleteButton, this.closeLarge)),
+      this.titleEl,
+      this.whyEl,
       h("p", { class: "meta" }, this.agentEl, h("span", { class: "sep", "aria-hidden": "true" }, " · "), this.cwdEl),
       this.detailsEl,
       this.exitEl,
       this.promptEl,
       this.confirmEl,
+      this.heldEl,
       this.resultEl,
       this.screenEl,
       this.sendForm,
       this.sendHint);
+    this.el.addEventListener("keydown", (e) => this.trapFocus(e));
+  }
+
+  /** The card is in the page: the terminal can measure its font now. */
+  mount() {
+    this.term?.open();
   }
 
   // -- the session's record (from /ws/state) ----------------------------------------------
@@ -210,25 +196,24 @@ export class Card {
     this.session = { ...this.session, ...session };
     const s = this.session;
     this.nameEl.textContent = s.name || s.id;
-    this.screenEl.setAttribute("aria-label", `Screen of ${s.name || s.id}`);
+    this.screenEl.setAttribute("aria-label", `Screen of ${s.name || s.id} (click and type: keys go to the pane)`);
     this.sendInput.setAttribute("aria-label", `Text to send to ${s.name || s.id}`);
     const agent = s.agent || "no agent";
     const launched = s.launched_agent && s.launched_agent !== s.agent ? ` (in ${s.launched_agent})` : "";
     this.agentEl.textContent = agent + launched;
-    this.agentEl.title = Array.isArray(s.command) ? `command: ${s.command.join(" ")}` : "";
+    this.agentEl.title = Array.isArray(s.command) ? `command: ${shortCommand(s.command)}` : "";
     this.cwdEl.textContent = shortPath(s.cwd);
     this.cwdEl.title = s.cwd || "";
-    this.detailsEl.replaceChildren(
-      ...[["id", s.id], ["pid", s.pid], ["foreground", s.foreground], ["command", (s.command || []).join(" ")],
-        ["size", s.rows && s.cols ? `${s.rows}×${s.cols}` : null]]
-        .filter(([, v]) => v != null && v !== "")
-        .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
+    if (s.title !== undefined) this.setTitle(s.title);
+    this.renderDetails();
 
     this.el.dataset.state = s.state;
     this.badge.className = `badge badge-${s.state}`;
     this.stateEl.textContent = s.state;
-    this.badge.title = `source: ${s.source ?? "—"} · rule: ${s.rule ?? "—"}${s.why ? `\n${s.why}` : ""}`;
-    this.badgeWhy.textContent = ` (source ${s.source ?? "none"}, rule ${s.rule ?? "none"})`;
+    const why = `source: ${s.source ?? "—"} · rule: ${s.rule ?? "—"}${s.why ? `\n${s.why}` : ""}`;
+    this.badge.title = why;
+    this.badge.setAttribute("aria-label", `${s.state}: why? (source ${s.source ?? "none"}, rule ${s.rule ?? "none"})`);
+    this.whyEl.textContent = why.replace("\n", " — ");
     this.tick();
 
     const exited = s.state === "exited";
@@ -241,9 +226,34 @@ export class Card {
     this.sendInput.disabled = this.sendButton.disabled = blocked || exited;
     this.sendHint.hidden = !blocked;
     this.sendInput.placeholder = exited ? "The session has exited" : "Type to the agent…";
-    if (prevState !== s.state && this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
+    if (prevState !== s.state) {
+      if (this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
+      if (!blocked) this.prompt = null;
+      if (blocked) this.term?.scrollToBottom(); // the prompt is on the live screen: show it
+    }
     if (this.acp) this.acp.update(s);
     this.renderPrompt();
+  }
+
+  renderDetails() {
+    const s = this.session;
+    this.detailsEl.replaceChildren(
+      ...[["id", s.id], ["pid", s.pid], ["foreground", s.foreground], ["command", clip(shortCommand(s.command || []), 160)],
+        ["size", s.rows && s.cols ? `${s.rows}×${s.cols}` : null]]
+        .filter(([, v]) => v != null && v !== "")
+        .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
+  }
+
+  setTitle(title) {
+    this.session.title = title || "";
+    this.titleEl.textContent = title || "";
+    this.titleEl.hidden = !title;
+    this.titleEl.title = title ? `terminal title: ${title}` : "";
+  }
+
+  toggleWhy(open = this.whyEl.hidden) {
+    this.whyEl.hidden = !open;
+    this.badge.setAttribute("aria-expanded", String(open));
   }
 
   /** Refresh the time-in-state (called every second). */
@@ -252,84 +262,120 @@ export class Card {
     this.timeEl.textContent = since ? formatDuration(this.ctx.serverNow() - since) : "";
   }
 
-  // -- the screen (from /ws/sessions/{id}/screen) -------------------------------------------
-  onFrame(msg) {
-    if (msg.type !== "screen") return;
-    if (msg.full || !this.screenSeen) {
-      this.rows = Array.isArray(msg.rows) ? msg.rows.slice() : this.rows;
-      this.styles = Array.isArray(msg.styles) ? msg.styles.slice() : [];
-    } else if (msg.changed) {
-      for (const [index, text] of Object.entries(msg.changed)) this.rows[Number(index)] = text;
-      for (const [index, runs] of Object.entries(msg.changed_styles || {})) this.styles[Number(index)] = runs;
-    }
-    if (msg.size && this.rows.length > msg.size.rows) this.rows.length = msg.size.rows;
-    this.screenSeen = true;
-    this.cursor = msg.cursor || null;
-    if (msg.prompt !== undefined) this.prompt = msg.prompt; // decided on the server, from the matched rule
-    if (msg.title !== undefined) this.session.title = msg.title;
-    this.queueRender();
+  // -- the terminal channel -------------------------------------------------------------------
+  onTermState(msg) {
+    // the state itself comes from /ws/state only (the two channels may interleave); this
+    // channel brings the prompt the server read for it
+    this.prompt = msg.state === "blocked" ? msg.prompt || null : null;
+    this.renderPrompt();
+    if (msg.title !== undefined && msg.title !== this.session.title) this.setTitle(msg.title);
   }
 
-  queueRender() {
-    if (this.renderQueued) return;
-    this.renderQueued = true;
-    const run = () => { this.renderQueued = false; this.renderScreen(); };
-    if (document.hidden) setTimeout(run, 250);
-    else requestAnimationFrame(run);
-  }
-
-  renderScreen() {
-    const pre = this.screenEl;
-    const stick = !this.screenRendered || pre.scrollHeight - pre.scrollTop - pre.clientHeight < 8;
-    let rows = this.rows;
-    const c = this.cursor && !this.cursor.hidden ? this.cursor : null;
-    if (!this.large) {
-      // compact: no blank rows below the last text (or the cursor)
-      let last = rows.length - 1;
-      while (last >= 0 && !rows[last] && !(c && c.row === last)) last -= 1;
-      rows = rows.slice(0, last + 1);
-    }
-    const frag = document.createDocumentFragment();
-    rows.forEach((row, y) => {
-      if (y > 0) frag.append("\n");
-      frag.append(...rowNodes(row, this.styles[y], c && c.row === y ? c.col : null));
-    });
-    pre.replaceChildren(frag);
-    this.screenRendered = true;
-    if (stick) pre.scrollTop = pre.scrollHeight;
+  loaded() {
     this.renderPrompt();
   }
 
-  // -- the prompt's options -----------------------------------------------------------------
+  showHeld(msg) {
+    this.heldText.textContent = `A prompt appeared — check it before answering. ${msg.bytes} key byte${
+      msg.bytes === 1 ? "" : "s"} held back.`;
+    const wasHidden = this.heldEl.hidden;
+    this.heldEl.hidden = false;
+    if (wasHidden) this.term.scrollToBottom();
+  }
+
+  released(msg) {
+    this.heldEl.hidden = true;
+    if (msg.bytes) this.showResult(msg.sent ? `Sent the ${msg.bytes} held-back key bytes.` : "Dropped the held-back keys.",
+      msg.sent ? "ok" : "warn");
+  }
+
+  // -- scroll across DOM moves (app.js moves cards to keep blocked ones first) -----------------
+  saveScroll() {
+    if (!this.term) return null;
+    return { y: this.term.viewportY, bottom: this.term.atBottom, left: this.screenEl.scrollLeft };
+  }
+
+  restoreScroll(saved) {
+    if (!saved || !this.term) return;
+    if (saved.bottom) this.term.scrollToBottom();
+    else this.term.scrollTo(saved.y);
+    this.screenEl.scrollLeft = saved.left;
+  }
+
+  // -- the prompt ------------------------------------------------------------------------------
   renderPrompt() {
-    const blocked = this.session.state === "blocked" && !this.acp;
+    const blocked = this.session.state === "blocked" && !this.acp; // the ACP view asks itself
     this.promptEl.hidden = !blocked;
-    if (!blocked) return;
-    const options = (this.prompt && this.prompt.options) || [];
-    const key = JSON.stringify(options);
-    if (key === this.optionsKey && this.optionsEl.childElementCount) return; // keep focus and hover
-    this.optionsKey = key;
-    this.options = options;
-    const buttons = options.map((o) => {
-      // numbered menus answer with the option's number; the others carry their keys
-      const label = o.option ? `${o.option}. ${o.label}` : o.label;
-      return h("button", {
-        type: "button",
-        class: `option${o.selected ? " selected" : ""}`,
-        dataset: { option: String(o.option ?? "") },
-        onclick: () => this.ask({ kind: "answer", answer: o.option ? { option: o.option } : { keys: o.keys }, label }),
-      }, label);
-    });
-    buttons.push(h("button", {
-      type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
-      onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
-    }, "Esc"));
-    this.optionsEl.replaceChildren(...buttons);
-    this.promptNote.textContent = options.length
-      ? ""
-      : this.screenSeen ? "No options found on the screen; read it below." : "Loading the screen…";
-    if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
-        && !options.some((o) => o.option === this.pending.answer.option)) this.cancel();
+    if (!blocked) {
+      this.promptNote.textContent = "";
+      return;
+    }
+    const p = this.prompt;
+    const kind = p ? p.kind : null;
+    const key = JSON.stringify(p ? [p.kind, p.options] : null);
+    if (key !== this.promptKey || !this.optionsEl.childElementCount) {
+      this.promptKey = key;
+      const buttons = [];
+      if (kind === "options") {
+        for (const o of p.options) {
+          // numbered options answer with their number; a menu without numbers with its keys
+          const label = o.option != null ? `${o.option}. ${o.label}` : o.label;
+          const answer = o.option != null ? { option: o.option } : { keys: o.keys };
+          buttons.push(h("button", {
+            type: "button", class: `option${o.selected ? " selected" : ""}`,
+            dataset: o.option != null ? { option: String(o.option) } : {},
+            onclick: () => this.ask({ kind: "answer", answer, label }),
+          }, label));
+        }
+      } else if (kind === "yes_no") {
+        for (const o of p.options) {
+          buttons.push(h("button", {
+            type: "button", class: "option option-yes-no",
+            onclick: () => this.ask({ kind: "answer", answer: { keys: o.keys }, label: o.label }),
+          }, o.label));
+        }
+      } else if (kind === "keys" || kind === "text") {
+        buttons.push(h("button", {
+          type: "button", class: "option option-enter", title: "Press Enter (usually: the selected choice)",
+          onclick: () => this.ask({ kind: "answer", answer: { keys: "\r" }, label: "Enter" }),
+        }, "Enter"));
+      }
+      buttons.push(h("button", {
+        type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
+        onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
+      }, "Esc"));
+      const hadFocus = this.optionsEl.contains(document.activeElement);
+      this.optionsEl.replaceChildren(...buttons);
+      if (hadFocus) this.optionsEl.firstElementChild.focus({ preventScroll: true });
+      this.passwordForm.hidden = kind !== "password";
+      for (const b of this.optionsEl.querySelectorAll("button")) b.disabled = this.busy;
+      if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
+          && !(kind === "options" && p.options.some((o) => o.option === this.pending.answer.option))) this.cancel();
+    }
+    if (!p) this.fetchPrompt();
+    this.promptNote.textContent = !p
+      ? "Reading the prompt… (the terminal below shows it; answer there or with Esc)"
+      : kind === "keys" || kind === "text" ? "No choices found on the screen: answer in the terminal, or send keys."
+        : kind === "password" ? "A password prompt: what you type here is sent as keys, not shown." : "";
+  }
+
+  /** The terminal channel is slow or down: ask the HTTP API what the prompt is. */
+  fetchPrompt() {
+    if (this.promptFetch || this.destroyed) return;
+    this.promptFetch = setTimeout(async () => {
+      try {
+        const r = await api.screen(this.id); // the screen read model carries the prompt
+        if (r.prompt && this.session.state === "blocked" && !this.prompt) {
+          this.prompt = r.prompt;
+          this.renderPrompt();
+        }
+      } catch {
+        // the note says the terminal shows the prompt; the next state change tries again
+      } finally {
+        this.promptFetch = null;
+        if (this.session.state === "blocked" && !this.prompt) this.renderPrompt();
+      }
+    }, 700);
   }
 
   // -- inline confirmation --------------------------------------------------------------------
@@ -357,7 +403,7 @@ export class Card {
     this.confirmEl.hidden = true;
     if (hadFocus) {
       const back = restoreFocus && this.returnFocus && this.returnFocus.isConnected && !this.returnFocus.disabled
-        ? this.returnFocus : this.screenEl;
+        ? this.returnFocus : this.largeButton;
       back.focus({ preventScroll: true });
     }
     this.returnFocus = null;
@@ -368,12 +414,20 @@ export class Card {
     if (!action || this.busy) return;
     this.cancel();
     if (action.kind === "delete") return this.remove();
+    if (action.secret) this.passwordInput.value = "";
+    if (action.clear) action.clear.value = "";
     this.setBusy(true);
     this.showResult(`Sending ${action.label}…`, "pending");
+    this.ctx.onAnswered?.(this);
     try {
       const r = await api.answer(this.id, action.answer);
       if (r.took) this.showResult(`✓ Took: sent ${action.label}; now ${r.state}.`, "ok");
-      else this.showResult(`✗ Did not take: still ${r.state} after ${r.waited_s}s (${r.rule ?? "no rule"}).`, "warn");
+      else if (r.state === "blocked") {
+        this.showResult(`✗ Did not take: still blocked after ${r.waited_s}s (${r.rule ?? "no rule"}).`, "warn");
+      } else {
+        this.showResult(`✗ Did not take: the agent did not react within ${r.waited_s}s (only an echo; now ${r.state}).`,
+          "warn");
+      }
     } catch (err) {
       this.showResult(err.status === 409 ? `Not sent: ${err.message}` : `Failed: ${err.message}`,
         err.status === 409 ? "warn" : "error");
@@ -401,13 +455,23 @@ export class Card {
   setBusy(busy) {
     this.busy = busy;
     this.el.toggleAttribute("aria-busy", busy);
-    for (const b of this.optionsEl.querySelectorAll("button")) b.disabled = busy;
+    for (const b of this.promptEl.querySelectorAll("button")) b.disabled = busy;
     this.deleteButton.disabled = busy;
   }
 
+  /** A result line; final ones fade after a while and then go. */
   showResult(text, kind) {
+    clearTimeout(this.fadeTimer);
+    clearTimeout(this.clearTimer);
+    this.resultEl.classList.remove("fading");
     this.resultEl.textContent = text;
     this.resultEl.dataset.kind = kind;
+    if (kind === "pending") return;
+    this.fadeTimer = setTimeout(() => this.resultEl.classList.add("fading"), RESULT_FADE_MS);
+    this.clearTimer = setTimeout(() => {
+      this.resultEl.textContent = "";
+      this.resultEl.classList.remove("fading");
+    }, RESULT_CLEAR_MS);
   }
 
   // -- the send box ---------------------------------------------------------------------------
@@ -428,7 +492,7 @@ export class Card {
     }
   }
 
-  // -- large view -----------------------------------------------------------------------------
+  // -- large view: a modal that fits the pane to the window ------------------------------------
   setLarge(open) {
     if (this.large === open) return;
     this.large = open;
@@ -438,19 +502,58 @@ export class Card {
     if (open) this.el.setAttribute("aria-modal", "true");
     else this.el.removeAttribute("aria-modal");
     this.ctx.onLarge(this, open);
-    this.renderScreen();
+    if (!this.term) {
+      // no pane to fit
+    } else if (open) {
+      this.sizeBeforeLarge = this.term.size;
+      requestAnimationFrame(() => this.fitToWindow());
+    } else if (this.sizeBeforeLarge) {
+      const { rows, cols } = this.sizeBeforeLarge;
+      this.sizeBeforeLarge = null;
+      if (rows !== this.term.size.rows || cols !== this.term.size.cols) this.term.resizePane(rows, cols);
+    }
     (open ? this.closeLarge : this.largeButton).focus();
   }
 
-  /** The screen socket is down: try again now (the state socket is back). */
+  /** Large view: resize the pane to what fits (the agent gets SIGWINCH). */
+  fitToWindow() {
+    if (!this.large || !this.term) return;
+    const size = this.term.proposeSize();
+    if (size && (size.rows !== this.term.size.rows || size.cols !== this.term.size.cols)) {
+      this.term.resizePane(size.rows, size.cols);
+    }
+  }
+
+  /** Tab stays inside the large view (the terminal itself takes Tab as a key for the pane). */
+  trapFocus(e) {
+    if (!this.large || e.key !== "Tab") return;
+    const items = [...this.el.querySelectorAll(FOCUSABLE)].filter((el) => el.offsetParent !== null || el === document.activeElement);
+    if (!items.length) return;
+    const first = items[0];
+    const last = items[items.length - 1];
+    if (e.shiftKey && document.activeElement === first) {
+      e.preventDefault();
+      last.focus();
+    } else if (!e.shiftKey && document.activeElement === last) {
+      e.preventDefault();
+      first.focus();
+    }
+  }
+
+  /** The socket is down: try again now (the state socket is back). */
   resume() {
     this.screenSocket.retryNow();
   }
 
   destroy() {
-    this.screenSocket.stop();
-    if (this.acp) this.acp.destroy();
+    clearTimeout(this.promptFetch);
+    this.promptFetch = null;
+    this.destroyed = true;
+    clearTimeout(this.fadeTimer);
+    clearTimeout(this.clearTimer);
     if (this.large) this.setLarge(false);
+    this.term?.dispose();
+    if (this.acp) this.acp.destroy();
     this.el.remove();
   }
 }

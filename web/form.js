@@ -1,8 +1,12 @@
 // The new-session form: an agent from GET /api/agents, an optional command (space-separated
-// words or a JSON argv), a folder and a name.
+// words or a JSON argv), a folder, a name and environment variables. A command that could not
+// start, or exited at once with an error, is reported as a failure with its exit code and first
+// lines of output.
+
+const EARLY_EXIT_MS = 1500;
 
 import { api } from "./api.js";
-import { parseCommand } from "./parse.js";
+import { parseCommand, parseEnv } from "./parse.js";
 
 export class NewSessionForm {
   constructor(form, onCreated) {
@@ -46,6 +50,32 @@ export class NewSessionForm {
     }
   }
 
+  /** The session's record if it exited within EARLY_EXIT_MS of starting, else null. */
+  async earlyExit(session) {
+    const done = (s) => s.state === "exited" || s.exit_code != null;
+    if (done(session)) return session;
+    const until = Date.now() + EARLY_EXIT_MS;
+    while (Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      try {
+        const now = await api.session(session.id);
+        if (done(now)) return now;
+      } catch {
+        return null; // deleted meanwhile, or the server went away: the card tells
+      }
+    }
+    return null;
+  }
+
+  async firstLines(id) {
+    try {
+      const { rows = [] } = await api.screen(id);
+      return rows.filter((r) => r.trim()).slice(0, 3).join("\n");
+    } catch {
+      return "";
+    }
+  }
+
   say(text, kind) {
     this.status.textContent = text;
     this.status.dataset.kind = kind;
@@ -61,7 +91,16 @@ export class NewSessionForm {
       f.command.focus();
       return;
     }
+    let env;
+    try {
+      env = parseEnv(f.env.value);
+    } catch (err) {
+      this.say(err.message, "error");
+      f.env.focus();
+      return;
+    }
     const spec = {};
+    if (Object.keys(env).length) spec.env = env;
     if (f.agent.value) spec.agent = f.agent.value;
     if (command) spec.command = command;
     if (f.cwd.value.trim()) spec.cwd = f.cwd.value.trim();
@@ -74,9 +113,19 @@ export class NewSessionForm {
     this.say("Starting…", "pending");
     try {
       const session = await api.create(spec);
-      this.say(`Started ${session.name} (${session.id}).`, "ok");
-      f.name.value = "";
       this.onCreated(session);
+      f.name.value = "";
+      this.say(`Starting ${session.name} (${session.id})…`, "pending");
+      const ended = await this.earlyExit(session);
+      if (ended && ended.exit_code !== 0) {
+        const lines = await this.firstLines(session.id);
+        this.say(`Failed: ${session.name} ${ended.error ? `could not start (${ended.error})` : "exited at once"}`
+          + ` — exit code ${ended.exit_code ?? "unknown"}.${lines ? `\n${lines}` : ""}`, "error");
+      } else if (ended) {
+        this.say(`Started ${session.name} (${session.id}); it has already finished (exit code 0).`, "ok");
+      } else {
+        this.say(`Started ${session.name} (${session.id}).`, "ok");
+      }
     } catch (err) {
       this.say(`Not started: ${err.message}`, "error");
     } finally {

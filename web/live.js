@@ -15,6 +15,7 @@ export class LiveSocket {
    * @param {string} path e.g. "/ws/state"
    * @param {object} handlers
    *   onMessage(msg)       every JSON message
+   *   onBinary(buffer)     every binary message (an ArrayBuffer)
    *   onUp()               the first message after (re)connecting arrived
    *   onDown({attempt, delay, reason})  the socket is down; a retry is due in `delay` ms
    *   onGiveUp(reason)     "auth": the login was refused; no more retries
@@ -61,6 +62,13 @@ export class LiveSocket {
     this.detach(true);
   }
 
+  /** Send a JSON message; false when the socket is not open (nothing is queued). */
+  send(obj) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(JSON.stringify(obj));
+    return true;
+  }
+
   /** Retry at once instead of waiting for the backoff. */
   retryNow() {
     if (this.stopped || this.ws) return;
@@ -85,11 +93,16 @@ export class LiveSocket {
       this.closed({ code: 1006, reason: String(err) }, false);
       return;
     }
+    ws.binaryType = "arraybuffer";
     this.ws = ws;
     let opened = false;
     ws.onopen = () => { opened = true; };
     ws.onmessage = (event) => {
       this.lastMessage = Date.now();
+      if (event.data instanceof ArrayBuffer) {
+        this.handlers.onBinary?.(event.data);
+        return;
+      }
       let msg;
       try {
         msg = JSON.parse(event.data);

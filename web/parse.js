@@ -1,6 +1,6 @@
-// Pure helpers (no DOM): parsing a command line, formatting durations, ordering cards. Kept
-// free of side effects so the tests can import and call them. (The prompt's options come from
-// the server's screen payload: the browser parses no screen text.)
+// Pure helpers (no DOM): parsing a command line and environment lines, formatting durations
+// and commands. (A prompt's options come from the server, which read them off its
+// screen.) Kept free of side effects so the tests can import and call them.
 
 /**
  * An argv from what a user typed: a JSON array of strings, or words split on spaces with
@@ -94,4 +94,33 @@ export function shortPath(path) {
   if (!path) return "";
   const m = /^\/(?:home\/[^/]+|root|Users\/[^/]+)(?=\/|$)/.exec(path);
   return m ? `~${path.slice(m[0].length)}` : path;
+}
+
+/**
+ * A command for display: long JSON arguments (the hooks passed with --settings) shortened,
+ * so the details show what was run without a page of JSON.
+ */
+export function shortCommand(argv) {
+  if (!Array.isArray(argv)) return "";
+  return argv.map((a) => {
+    const s = String(a);
+    if (/^\s*[{[]/.test(s) && s.length > 40) return "{…}";
+    return /[\s"'\\]/.test(s) || s === "" ? JSON.stringify(s) : s;
+  }).join(" ");
+}
+
+/**
+ * Environment variables from "NAME=value" lines (blank lines and # comments skipped).
+ * Returns {NAME: value}; throws Error naming the first malformed line.
+ */
+export function parseEnv(text) {
+  const env = {};
+  (text || "").split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) return;
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (!m) throw new Error(`environment line ${i + 1}: write NAME=value (got “${line.slice(0, 40)}”)`);
+    env[m[1]] = m[2];
+  });
+  return env;
 }

@@ -21,7 +21,19 @@ class Settings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="address to bind; loopback unless you mean it")
     port: int = Field(8765, ge=0, le=65535, description="port to bind (0 picks a free one)")
-    token: str | None = Field(None, min_length=8, description="API token; random and printed if unset")
+    token: str | None = Field(
+        None, min_length=8,
+        description="API token; random, kept in memory and printed if unset (agents of the same user can read "
+                    "this one from the server's argv or environment: prefer token_file)")
+    token_file: Path | None = Field(None, description="file whose first line is the API token (keep it 0600)")
+    state_dir: Path | None = Field(
+        None, description="private folder for the report socket and the pane registry "
+                          "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names accepted besides loopback ones and public_url's (DNS-rebinding guard)")
+    max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30, description="largest request body of any endpoint")
+    login_ttl_s: float = Field(12 * 3600.0, gt=0, description="life of a dashboard login (its cookie)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
         "change", description="change: big repaints classified shortly after output pauses, the rest every sweep_ms; "
@@ -36,7 +48,9 @@ class Settings(BaseSettings):
     cooldown_s: float = Field(30.0, ge=0, description="notifications: per session and state")
     notify_webhook: str | None = Field(None, description="URL that gets a JSON POST per notification")
     notify_command: str | None = Field(None, description="shell command run per notification (PANEWATCH_* env)")
-    public_url: str | None = Field(None, description="URL agents' hooks use to reach /report")
+    public_url: str | None = Field(
+        None, description="the service's URL as browsers and agents reach it (agents get it as PANEWATCH_URL; "
+                          "its host is allowed; https makes the login cookie Secure)")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on WebSockets")
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
@@ -55,7 +69,14 @@ class Settings(BaseSettings):
     cluster_tls_key: Path | None = Field(None, description="key of the client certificate")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
-    @field_validator("manifests", "transcripts")
+    @field_validator("token_file")
+    @classmethod
+    def _file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value} is not a file")
+        return value
+
+    @field_validator("manifests", "transcripts", "state_dir")
     @classmethod
     def _folder(cls, value: Path | None) -> Path | None:
         if value is not None and value.exists() and not value.is_dir():
@@ -102,6 +123,12 @@ ALIASES: dict[str, tuple[str, ...]] = {"cluster_url": ("--cluster",)}
 SECRET_FIELDS = frozenset({"token"})
 
 
+def default_state_dir() -> Path:
+    """``$XDG_STATE_HOME/panewatch``, else ``~/.local/state/panewatch``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "panewatch"
+
+
 def _list_fields() -> set[str]:
     return {n for n, f in Settings.model_fields.items() if get_origin(f.annotation) is list}
 
@@ -136,7 +163,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["help"] = f"{field.description}; repeat the flag for several (env {env_name(name)} " \
                              "as a JSON list; default none)"
         elif Path in get_args(field.annotation):
-            kwargs["metavar"] = "FILE" if name == "config" else "DIR"
+            kwargs["metavar"] = "FILE" if name in ("config", "token_file") else "DIR"
         else:
             kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
         aliases = ALIASES.get(name, ())

@@ -23,7 +23,7 @@ from .backends import choose, make_screen
 from .clock import Clock, LoopClock
 from .errors import InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
-from .guard import AnswerResult
+from .guard import AnswerResult, prompt_reacted
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
@@ -32,15 +32,15 @@ from .notify import Notifier
 from .pane import Pane
 from .panes import Panes
 from .procinfo import Program, program_name
+from .ptyproc import unencodable
 from .scheduler import Mode, Timing
-from .session import Session, SessionSpec, child_env, expand_command
+from .session import Session, SessionSpec, agent_env, expand_command
 from .signals import Report
 from .states import Decision, Source, State
 from .streams import output_stream, screen_frames
-from .transcript import Transcript
 from .views import agents_view, explain_view, screen_view
 
-__all__ = ["AnswerResult", "Engine", "SessionSpec"]
+__all__ = ["AnswerResult", "Engine", "SessionSpec", "prompt_reacted"]
 
 log = logging.getLogger("panewatch.engine")
 
@@ -61,7 +61,7 @@ class Engine:
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "auto", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time,
+                 wall: Callable[[], float] = time.time, agent_vars: Mapping[str, str] | None = None,
                  programs: Callable[[int], Program | None] = program_name) -> None:
         # a backend that is not installed fails here, not at the first session; "auto" is decided here
         backend, why = choose(backend)
@@ -79,6 +79,8 @@ class Engine:
         self.host = host if host is not None else next(iter(self.hosts.values()))
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
+        #: variables every agent gets besides its session's (the server sets the report socket's path)
+        self.agent_vars: dict[str, str] = dict(agent_vars or {})
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
         self.timing = Timing(mode=mode, sweep_s=sweep_ms / 1000, settle_s=settle_ms / 1000, cap_s=cap_ms / 1000,
@@ -137,6 +139,8 @@ class Engine:
             argv = expand_command(manifest.manifest.command)
         else:
             raise InvalidRequest("give a command, or an agent whose manifest has a launch command")
+        if (why := unencodable(argv, spec.cwd, spec.env)) is not None:
+            raise InvalidRequest(why)  # before any session exists: all or nothing
         if spec.cwd and not os.path.isdir(spec.cwd):
             raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
         _check_size(spec.rows, spec.cols)
@@ -154,9 +158,9 @@ class Engine:
             pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
                                     program=os.path.basename(argv[0])))
         session = Session(sid, spec, argv, pane, chosen, host.kind)
-        env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
-                                     "PANEWATCH_REPORT_TOKEN": session.report_token,
-                                     "PANEWATCH_URL": self.service_url})
+        # no report token here: any pane of this user can read another's environment
+        env = agent_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url,
+                                     **self.agent_vars})
         launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
@@ -164,13 +168,21 @@ class Engine:
         except SpawnError as exc:
             panes.failed(session, str(exc))
             return session.info()
-        pane.own_pid = session.handle.pid
-        self._record(session)
+        except BaseException:
+            panes.discard(session)  # all or nothing: no session without its process
+            raise
         log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
                  extra={"session": sid})
-        panes.sample_foreground(session)
+        return self._running(session)
+
+    def _running(self, session: Session) -> dict[str, Any]:
+        """A session whose host handle is live: record, read the foreground, announce it."""
+        assert session.handle is not None
+        session.pane.own_pid = session.handle.pid
+        self.panes.record(session)
+        self.panes.sample_foreground(session)
         self.hub.publish(Created(session.info()))
-        panes.apply(session, pane.decision, force=True)
+        self.panes.apply(session, session.pane.decision, force=True)
         return session.info()
 
     def _host(self, kind: str | None) -> PaneHost:
@@ -201,24 +213,8 @@ class Engine:
             await panes.remove(session)
             return None
         session.handle = handle
-        pane.own_pid = handle.pid
-        self._record(session)
         log.info("adopted %s from %s (%s)", argv[0] if argv else "?", kind, ref, extra={"session": sid})
-        panes.sample_foreground(session)
-        self.hub.publish(Created(session.info()))
-        panes.apply(session, pane.decision, force=True)
-        return session.info()
-
-    def _record(self, session: Session) -> None:
-        """Start the session's asciicast recording, when recordings are on."""
-        if self.transcripts is None:
-            return
-        recording = Transcript(
-            self.transcripts / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
-            max_bytes=self.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
-            command=session.argv, session=session.id)
-        session.transcript = recording
-        self.panes.output_sinks.setdefault(session.id, []).append(recording.output)
+        return self._running(session)
 
     def _session(self, sid: str) -> Session:
         try:
@@ -256,12 +252,17 @@ class Engine:
         return session.info()
 
     # -- reports ---------------------------------------------------------------------------
-    def report_token_matches(self, sid: str, presented: str) -> bool:
-        """Whether ``presented`` is this session's own report token (constant time)."""
-        return secrets.compare_digest(presented.encode(), self._session(sid).report_token.encode())
+    def agent_roots(self) -> dict[int, str]:
+        """``{pid: session id}`` of every running agent: a report's caller belongs to the session
+        whose agent is that process or one of its ancestors (``report_socket``)."""
+        if self._panes is None:
+            return {}
+        return {s.handle.pid: sid for sid, s in self._panes.sessions.items()
+                if s.handle is not None and s.handle.pid is not None and s.handle.alive}
 
     def report_token(self, sid: str) -> str:
-        """The token an agent's hooks authenticate with (it is in the agent's environment)."""
+        """The session's token for reports over TCP. Agents never get it (any pane of the user could
+        read it from their environment): their hooks use the report socket, see ``agent_roots``."""
         return self._session(sid).report_token
 
     def report(self, sid: str, payload: dict[str, Any]) -> Report | None:

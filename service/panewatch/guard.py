@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, NotReadingInput
 from .hosts.base import HostError, WriteRefused
@@ -30,6 +30,19 @@ class AnswerResult:
     rule: str | None
     waited: float
     keys: str
+
+
+def prompt_reacted(before: list[str], cursor_row: int, screen: Any) -> bool:
+    """Whether the program answered a prompt: the cursor left the prompt's row, or another row
+    changed, or the prompt's row no longer starts with what it showed (more than an echo)."""
+    lines = screen.lines()
+    row = screen.cursor.row
+    if row != cursor_row or len(lines) != len(before):
+        return True
+    if any(old != new for i, (old, new) in enumerate(zip(before, lines, strict=True)) if i != row):
+        return True
+    prompt = before[row] if 0 <= row < len(before) else ""
+    return not lines[row].startswith(prompt) if prompt else lines[row] != prompt
 
 
 def write(session: Session, data: bytes) -> None:
@@ -124,13 +137,16 @@ async def answer(panes: Panes, session: Session, *, option: int | None, keys: st
         data = (manifest.manifest.option_keys if manifest else "{n}").replace("{n}", str(option))
     else:
         data = keys or ""
+    before = (pane.screen.lines(), pane.screen.cursor.row)
     write(session, data.encode())
     start = clock.time()
     took = False
     while clock.time() - start < deadline:
         await clock.sleep(0.05)
         decision = panes.classify(session)
-        if decision.state != State.blocked:
+        # the rule no longer matching is not enough: an echo ("^[" after "[y/N] ") breaks it
+        # while the program still waits; the program must have reacted
+        if decision.state != State.blocked and prompt_reacted(*before, pane.screen):
             took = True
             break
     return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)

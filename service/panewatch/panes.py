@@ -19,6 +19,7 @@ from .hosts.base import HostError, PaneSink
 from .scheduler import Scheduler
 from .session import Session
 from .states import Decision, Source, State
+from .transcript import Transcript
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -63,6 +64,23 @@ class Panes:
         self.sessions[session.id] = session
         self.scheduler.add(session.id, session.pane)
 
+    def discard(self, session: Session) -> None:
+        """Undo ``add`` for a session whose launch failed unexpectedly (nothing was started)."""
+        self.sessions.pop(session.id, None)
+        self.scheduler.forget(session.id)
+
+    def record(self, session: Session) -> None:
+        """Start the session's asciicast recording, when recordings are on."""
+        folder = self.engine.transcripts
+        if folder is None:
+            return
+        recording = Transcript(
+            folder / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
+            max_bytes=self.engine.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
+            command=session.argv, session=session.id)
+        session.transcript = recording
+        self.output_sinks.setdefault(session.id, []).append(recording.output)
+
     def sink(self, session: Session) -> PaneSink:
         return _Sink(self, session)
 
@@ -89,9 +107,8 @@ class Panes:
     async def _end(self, session: Session) -> None:
         handle = session.handle
         if handle is not None:
-            try:
-                if handle.alive:
-                    await handle.terminate()
+            try:  # also when the agent exited: what it left running ends with the session
+                await handle.terminate()
             except HostError as exc:
                 log.warning("could not end the agent: %s", exc, extra={"session": session.id})
             handle.close()

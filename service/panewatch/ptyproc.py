@@ -3,7 +3,9 @@
 Output is read with the loop's reader callbacks (never a thread, never a blocking read);
 writes go out non-blocking with the rest queued behind a writer callback; the child's exit is
 seen through a pidfd, not through EOF on the master: a grandchild that ignores SIGHUP keeps
-the terminal open long after the agent itself is gone.
+the terminal open long after the agent itself is gone. With a ``Reaper`` every process the child
+starts is contained (``proctree``) and killed with it on terminate/close, whatever it did to
+leave the terminal's process group.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import struct
 import subprocess
 import termios
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .proctree import Containment, Reaper, join_cgroup
 
 READ_SIZE = 65536
 #: Most bytes queued for a child that is not reading its input before writes are refused.
@@ -39,6 +44,47 @@ def _take_terminal() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+def _child_setup(cgroup: Path | None) -> Callable[[], None]:
+    def setup() -> None:  # in the child between fork and exec: join the cgroup first, then the terminal
+        if cgroup is not None:
+            join_cgroup(cgroup)
+        _take_terminal()
+    return setup
+
+
+def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | None) -> str | None:
+    """Why the OS cannot take these strings (NUL, lone surrogates, '=' in a name), or None."""
+    def bad(text: str) -> bool:
+        if "\x00" in text:
+            return True
+        try:
+            os.fsencode(text)
+        except UnicodeError:
+            return True
+        return False
+    if any(bad(a) for a in argv):
+        return "an argument has a NUL or a character the OS cannot encode"
+    if cwd is not None and bad(cwd):
+        return "the folder has a NUL or a character the OS cannot encode"
+    for key, value in (env or {}).items():
+        if bad(key) or bad(value) or "=" in key or not key:
+            return f"environment variable {key[:40]!r}: bad name or value"
+    return None
+
+
+def _popen(argv: Sequence[str], slave: int, cwd: str | None, env: Mapping[str, str] | None,
+           cgroup: Path | None) -> subprocess.Popen[bytes]:
+    """The child on the pty's slave side, in a session of its own (and its cgroup, if any)."""
+    try:
+        return subprocess.Popen(
+            list(argv), stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+            env=dict(env) if env is not None else None, start_new_session=True,
+            preexec_fn=_child_setup(cgroup), close_fds=True,
+        )
+    except (OSError, ValueError, UnicodeError, subprocess.SubprocessError) as exc:
+        raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 class PtyProcess:
     """One child in its own session with the PTY slave as its controlling terminal.
 
@@ -57,8 +103,18 @@ class PtyProcess:
         on_output: Callable[[bytes], None],
         on_exit: Callable[[int], None],
         loop: asyncio.AbstractEventLoop | None = None,
+        reaper: Reaper | None = None,
+        session: str | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
+        why = unencodable(argv, cwd, env)
+        if why is not None:
+            raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {why}")
+        self._reaper = reaper
+        self._tree_killed = False
+        self.containment: Containment | None = reaper.contain(session or "pane") if reaper else None
+        if self.containment is not None:
+            env = {**(env if env is not None else os.environ), **self.containment.env}
         self._on_output = on_output
         self._on_exit = on_exit
         self.returncode: int | None = None
@@ -69,26 +125,17 @@ class PtyProcess:
         master, slave = os.openpty()
         try:
             _set_size(master, rows, cols)
-            try:
-                self._proc = subprocess.Popen(
-                    list(argv),
-                    stdin=slave,
-                    stdout=slave,
-                    stderr=slave,
-                    cwd=cwd,
-                    env=dict(env) if env is not None else None,
-                    start_new_session=True,
-                    preexec_fn=_take_terminal,
-                    close_fds=True,
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise SpawnError(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+            self._proc = _popen(argv, slave, cwd, env, self.containment.cgroup if self.containment else None)
         except BaseException:
             os.close(master)
+            if self.containment is not None and self._reaper is not None:
+                self._reaper.release(self.containment)
             raise
         finally:
             os.close(slave)
         self.pid = self._proc.pid
+        if self.containment is not None and self._reaper is not None:
+            self._reaper.started(self.containment, self.pid)
         self.master = master
         self._master_open = True
         os.set_blocking(master, False)
@@ -202,7 +249,9 @@ class PtyProcess:
                 pass
 
     async def terminate(self, grace: float = 2.0) -> int | None:
-        """SIGHUP, then SIGKILL after ``grace`` seconds; returns the exit code."""
+        """SIGHUP, then SIGKILL after ``grace`` seconds, then every process the child started
+        (contained ones that left its group too, also when the child itself had already exited);
+        returns the exit code. The tree is killed off the loop's thread."""
         if self.alive:
             self.signal(signal.SIGHUP)
             self.signal(signal.SIGCONT)
@@ -210,13 +259,30 @@ class PtyProcess:
             while self.alive and self.loop.time() < deadline:
                 await asyncio.sleep(0.02)
             if self.alive:
+                if self.containment is not None and self._reaper is not None:
+                    await self._reaper.kill_async(self.containment, include_root=True)
                 self.signal(signal.SIGKILL)
                 while self.alive:
                     await asyncio.sleep(0.01)
+        if self.containment is not None and self._reaper is not None:
+            await self._reaper.kill_async(self.containment, include_root=self.alive)
+            self._tree_killed = True
         return self.returncode
 
+    def kill_tree(self) -> int:
+        """Kill whatever the child left running (it may have exited itself); returns how many."""
+        if self.containment is None or self._reaper is None:
+            return 0
+        # the root's pid is only safe to follow while it is our unreaped child
+        return self._reaper.kill(self.containment, include_root=self.alive)
+
     def close(self) -> None:
-        """Release the master and the pidfd (the child must have exited, or be left to init)."""
+        """Kill what the child left behind, release the master and the pidfd."""
+        if self.containment is not None and self._reaper is not None:
+            if not self._tree_killed:  # not terminated first: kill here (a few /proc scans)
+                self.kill_tree()
+            self._reaper.release(self.containment)
+            self.containment = None
         if self._reading:
             self.pause_reading()
         if self._writing:

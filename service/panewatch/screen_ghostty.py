@@ -104,9 +104,14 @@ def _mark_runs() -> re.Pattern[str]:
     return re.compile(f"[{''.join(ranges)}]{{{MAX_COMBINING + 1},}}")
 
 
-#: REP (``CSI n b``): Ghostty draws every repetition, so a 7-byte ``CSI 9999 b`` costs 9999
-#: cells; counts are clamped to the same allowance ``screen.Screen`` gives REP.
-_REP = re.compile(rb"\x1b\[([0-9]+)((?:;[0-9]*)*)b")
+#: Sequences whose cost grows with a count, rewritten before Ghostty sees them: REP (``CSI n
+#: b``) draws every repetition (a 7-byte ``CSI 9999 b`` cost 9999 cells), so it gets the same
+#: allowance ``screen.Screen`` gives it; SU/SD/IL/DL scroll line by line (``CSI 9999 S`` on a
+#: 500-row pane cost ~3 s per 16 KiB), so their counts are clamped to the rows; and DECALN
+#: (``ESC # 8``, 3 bytes filling every cell) is dropped, as the pyte wrapper ignores it.
+_COUNTED = re.compile(rb"\x1b\[([0-9]+)((?:;[0-9]*)*)([bSTLM])|\x1b#8")
+#: DECSTBM: once a pane sets scroll margins, a big SU/SD is no longer a plain screen clear.
+_DECSTBM = re.compile(rb"\x1b\[[0-9;]*r")
 
 #: Ghostty bounds a grapheme itself, but far above what a terminal shows: rows are trimmed to
 #: the same ``MAX_COMBINING`` marks per cell as ``screen.Screen`` keeps.
@@ -164,6 +169,9 @@ class GhosttyScreen:
         self.seq = 0
         self.errors = 0
         self._rep_allowance = min(2 * rows * cols, REP_BURST)
+        #: Lines SU/SD/IL/DL may move, refilled one per byte fed: Ghostty moves a line at a time.
+        self._line_allowance = 2 * rows
+        self._margins_seen = False
 
     # -- input -----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -173,19 +181,32 @@ class GhosttyScreen:
         self.seq += 1
         cap = min(2 * self.rows * self.cols, REP_BURST)
         self._rep_allowance = min(self._rep_allowance + len(data) * REP_CELLS_PER_BYTE, cap)
-        if b"b" in data and b"\x1b[" in data:
-            data = _REP.sub(self._clamp_rep, data)
+        self._line_allowance = min(self._line_allowance + len(data), 2 * self.rows)
+        if b"\x1b" in data:
+            if not self._margins_seen and b"r" in data and _DECSTBM.search(data):
+                self._margins_seen = True
+            data = _COUNTED.sub(self._clamp_count, data)
         try:
             self._term.feed(data)
         except Exception:  # an exception from the reply sink surfaces here
             self.errors += 1
 
-    def _clamp_rep(self, m: re.Match[bytes]) -> bytes:
+    def _clamp_count(self, m: re.Match[bytes]) -> bytes:
+        final = m[3]
+        if final is None:  # DECALN
+            return b""
         digits = m[1]
-        count = int(digits) if len(digits) < 10 else 1 << 32
-        n = min(max(count, 1), self.rows * self.cols, self._rep_allowance)
-        self._rep_allowance -= n
-        return b"\x1b[%db" % n if n else b""
+        count = max(int(digits) if len(digits) < 10 else 1 << 32, 1)
+        if final == b"b":
+            n = min(count, self.rows * self.cols, self._rep_allowance)
+            self._rep_allowance -= n
+            return b"\x1b[%db" % n if n else b""
+        n = min(count, self.rows)
+        if final in b"ST" and n >= self.rows and not self._margins_seen:
+            return b"\x1b[2J"  # scrolling a margin-less screen by its height clears it
+        n = min(n, max(1, self._line_allowance))
+        self._line_allowance = max(0, self._line_allowance - n)
+        return b"\x1b[%d%s" % (n, final)
 
     def feed_text(self, text: str) -> None:
         """Feed already-decoded text (transcript replays)."""
@@ -310,4 +331,5 @@ class GhosttyScreen:
         self.seq += 1
         self.rows, self.cols = rows, cols
         self._rep_allowance = min(self._rep_allowance, 2 * rows * cols, REP_BURST)
+        self._line_allowance = min(self._line_allowance, 2 * rows)
         self._term.resize(cols, rows, _CELL_W, _CELL_H)

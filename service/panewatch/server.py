@@ -10,8 +10,8 @@ import sys
 import uvicorn
 
 from .api import create_app
-from .auth import new_token
 from .config import Settings
+from .identity import TokenError, protect_process, resolve_token
 from .logs import setup_logging
 from .wiring import StartupRefused
 
@@ -27,9 +27,13 @@ def login_url(host: str, port: int, token: str) -> str:
 
 async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Serve until cancelled or signalled; ``settings.port`` 0 binds a free port."""
-    generated = settings.token is None
-    if generated:
-        settings = settings.model_copy(update={"token": new_token()})
+    try:
+        settings, origin = resolve_token(settings)  # warns when agents can read the token
+    except TokenError as exc:
+        raise SystemExit(f"panewatch: {exc}") from None
+    generated = origin == "generated"
+    if not protect_process():
+        log.warning("could not make the server non-dumpable: agents of this user can read its memory")
     app = create_app(settings)
     # join the cluster before listening: a refusal (name clash, wrong credentials) is one
     # line and exit 2, never a half-joined node or a lifespan traceback
@@ -52,7 +56,7 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     url = login_url(settings.host, port, settings.token or "")
     print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
     print(f"Open the dashboard: {url}" if generated else
-          f"Open the dashboard: {login_url(settings.host, port, '<your PANEWATCH_TOKEN>')}", flush=True)
+          f"Open the dashboard: {login_url(settings.host, port, '<your token>')}", flush=True)
     if ready is not None:
         ready.set()
     await task

@@ -16,8 +16,9 @@ from .integrations import Integration
 from .pane import Pane
 from .transcript import Transcript
 
-#: Variables of the service that an agent must not inherit (the API token above all).
-PRIVATE_ENV = ("PANEWATCH_TOKEN",)
+#: No variable of the server with this prefix reaches an agent (the token, the config path, the
+#: webhook...): only the few its session sets.
+SERVER_PREFIX = "PANEWATCH_"
 
 
 @dataclass
@@ -40,9 +41,10 @@ def expand_command(command: Sequence[str]) -> list[str]:
     return [sys.executable if part == "{python}" else part for part in command]
 
 
-def child_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """The agent's environment: the service's own minus its secrets, a real terminal's TERM."""
-    env = {k: v for k, v in base.items() if k not in PRIVATE_ENV}
+def agent_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """An agent's environment: the server's without any ``PANEWATCH_*``, a real terminal's TERM,
+    then what the session sets (its id, URL, report socket, the user's ``env``)."""
+    env = {k: v for k, v in base.items() if not k.startswith(SERVER_PREFIX)}
     env.update({"TERM": "xterm-256color", "COLORTERM": "truecolor"})
     env.update(extra)
     return env

@@ -1,4 +1,4 @@
-"""Read models of one session: its screen (with the prompt's options) and its explanation."""
+"""Read models: one session's screen (with the prompt's options) and its explanation; the agents."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def explain_view(session: Session, decision: Decision, store: ManifestStore, now
 
 
 def agents_view(store: ManifestStore) -> dict[str, Any]:
-    """``GET /api/agents``: the loaded manifests, and every refused one with where and why."""
+    """``GET /api/agents``: each loaded manifest in short, and every refused one with its reason."""
     out = []
     for name in store.agents():
         m = store.get(name)

@@ -10,8 +10,11 @@ from pathlib import Path
 from .config import Settings
 from .engine import Engine
 from .hosts.base import PaneHost
+from .hosts.pty import PtyHost
+from .identity import state_dir
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
+from .proctree import Reaper
 
 
 def build_store(settings: Settings) -> ManifestStore:
@@ -20,9 +23,12 @@ def build_store(settings: Settings) -> ManifestStore:
 
 
 def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
-                 hosts: Mapping[str, PaneHost] | None = None) -> Engine:
-    """The engine ``settings`` describe; ``hosts`` by kind (the first is the default), else
-    ``host``, else the pty host."""
+                 hosts: Mapping[str, PaneHost] | None = None, private: Path | None = None) -> Engine:
+    """The engine ``settings`` describe: ``hosts`` by kind (the first is the default), else ``host``,
+    else the pty host with a reaper in the state folder (``private``, else ``state_dir(settings)``),
+    so every process of a pane dies with it and with the server."""
+    if hosts is None:
+        host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
                         command=settings.notify_command)
     return Engine(
@@ -34,10 +40,11 @@ def build_engine(settings: Settings, *, store: ManifestStore | None = None, host
     )
 
 
-def build_service_engine(settings: Settings, *, store: ManifestStore | None = None) -> Engine:
+def build_service_engine(settings: Settings, *, store: ManifestStore | None = None,
+                         private: Path | None = None) -> Engine:
     """The engine a server runs: the local one, wrapped in the cluster façade when
     ``cluster_url`` is set (nats-py is then needed: ``pip install 'panewatch[cluster]'``)."""
-    engine = build_engine(settings, store=store)
+    engine = build_engine(settings, store=store, private=private)
     if not settings.cluster_url:
         return engine
     try:

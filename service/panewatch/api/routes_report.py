@@ -1,55 +1,44 @@
-"""``POST /report``: an agent's hook payload, authorised by the session's own token."""
+"""``POST /report``: an agent's hook payload. Agents use the report socket, where the kernel names
+the calling pane; over TCP a report needs that session's own report token."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
-from ..auth import presented_token
+from .. import reports
 from ..engine import Engine
-from .deps import engine_of
+from ..errors import UnknownSession
+from .deps import engine_of, refusal
 
 router = APIRouter()
 
 REPORT_MAX_BYTES = 64 * 1024
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > REPORT_MAX_BYTES:
-        raise HTTPException(413, f"report larger than {REPORT_MAX_BYTES} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > REPORT_MAX_BYTES:
-            raise HTTPException(413, f"report larger than {REPORT_MAX_BYTES} bytes")
-    try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPException(422, "the body is not JSON") from None
-    if not isinstance(payload, dict):
-        raise HTTPException(422, "the body must be a JSON object")
-    return payload
+def taker(engine: Engine) -> Callable[[str, bytes], tuple[int, dict[str, Any]]]:
+    """(session id, body) → (status, answer) for an authorised caller: the report socket's handler
+    and this route's, so both parse, clean and refuse alike."""
+
+    def take(sid: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        return reports.take_report(sid, body, engine.report, lambda s: engine.get(s)["state"],
+                                   gone=(UnknownSession,))
+
+    return take
 
 
 @router.post("/report", status_code=202, tags=["hooks"])
 async def report(request: Request, engine: Annotated[Engine, Depends(engine_of)],
                  session: Annotated[str | None, Query()] = None) -> dict[str, Any]:
-    """A Claude Code hook payload, or ``{"state": ...}``, authorised by the session's own token."""
-    presented = presented_token(request)
-    if presented is None:
-        raise HTTPException(401, "missing report token (Authorization: Bearer $PANEWATCH_REPORT_TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
-    sid = session or request.headers.get("x-panewatch-session")
-    if not sid:
-        raise HTTPException(422, "name the session: ?session=$PANEWATCH_SESSION")
-    if not engine.report_token_matches(sid, presented):
-        raise HTTPException(403, "wrong report token for this session")
-    payload = await _json_body(request)
-    result = engine.report(sid, payload)
-    if result is None:
-        return {"accepted": False, "reason": "event not used for state", "event": payload.get("hook_event_name")}
-    return {"accepted": True, "state": result.state, "event": result.event,
-            "session_state": engine.get(sid)["state"]}
+    """A Claude Code hook payload, or ``{"state": ...}``, with the session's report token. Agents use
+    the report socket instead (``$PANEWATCH_REPORT_SOCKET``): there the kernel says which pane calls."""
+    refused = refusal(request)  # the guard checked it already; an app mounted without it must too
+    if refused is not None:
+        raise HTTPException(refused[0], refused[1], headers=refused[2] or None)
+    sid = session or request.headers.get("x-panewatch-session") or ""
+    status, answer = taker(engine)(sid, await request.body())
+    if status != 202:
+        raise HTTPException(status, answer["detail"])
+    return answer

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from .. import __version__, metrics
-from ..auth import COOKIE, presented_token, token_matches
+from ..auth import COOKIE, token_matches
 from ..engine import Engine
-from .deps import engine_of, require_token, settings_of
+from .deps import engine_of, gate_of, require_token, settings_of
 
 router = APIRouter()
 
@@ -39,23 +39,35 @@ async def metrics_text(request: Request, engine: Annotated[Engine, Depends(engin
 
 @router.get("/", include_in_schema=False)
 async def index(request: Request, token_q: Annotated[str | None, Query(alias="token")] = None) -> Response:
-    token = settings_of(request).token or ""
+    settings, gate = settings_of(request), gate_of(request)
     if token_q is not None:
-        if not token_matches(token_q, token):
+        if not token_matches(token_q, settings.token or ""):
             return HTMLResponse("<h1>Wrong token</h1><p>Open the login URL that "
                                 "<code>panewatch serve</code> printed.</p>", status_code=403)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 86400)
+        # a login id, not the token: it expires and POST /logout revokes it
+        response.set_cookie(COOKIE, gate.logins.issue(), httponly=True, samesite="strict",
+                            max_age=int(settings.login_ttl_s),
+                            secure=(settings.public_url or "").startswith("https:"))
         return response
-    presented = presented_token(request)
-    if presented is None:
+    why = gate.check(request)
+    if why == "missing":
         return HTMLResponse("<h1>Log in</h1><p>Open the login URL that <code>panewatch serve</code> "
                             "printed (it ends in <code>?token=…</code>).</p>", status_code=401)
-    if not token_matches(presented, token):
-        denied = HTMLResponse("<h1>Wrong token</h1>", status_code=403)
+    if why == "wrong":
+        denied = HTMLResponse("<h1>Wrong token or expired login</h1>", status_code=403)
         denied.delete_cookie(COOKIE)
         return denied
     return FileResponse(web_dir() / "index.html", headers={"Cache-Control": "no-store"})
+
+
+@router.post("/logout", tags=["service"])
+async def logout(request: Request) -> Response:
+    """Revoke this browser's login (its cookie stops working at once, here and anywhere it leaked)."""
+    revoked = gate_of(request).logins.revoke(request.cookies.get(COOKIE))
+    response = JSONResponse({"logged_out": revoked})
+    response.delete_cookie(COOKIE)
+    return response
 
 
 @router.get("/static/{path:path}", include_in_schema=False)

@@ -93,6 +93,10 @@ class ClusterEngine:
         self._unsubscribe()
         await self.local.stop()
 
+    def report_token(self, sid: str) -> str:
+        """Only this node's sessions report here (their hooks talk to their own node)."""
+        return self.local.report_token(sid)
+
     # -- where a session lives ---------------------------------------------------------------
     def _tag(self, info: dict[str, Any]) -> dict[str, Any]:
         return {**info, "node": self.node}

@@ -1,7 +1,9 @@
 """The pty host: each agent is the server's child on its own pseudo-terminal.
 
 A thin adapter of :class:`panewatch.ptyproc.PtyProcess` (which does the loop-driven reads,
-non-blocking writes and pidfd exit) to the host protocol. Panes die with the server.
+non-blocking writes and pidfd exit) to the host protocol. Panes die with the server. With a
+:class:`~panewatch.proctree.Reaper` every process an agent starts is contained and killed with its
+pane, and ``start`` kills what a killed server left behind.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import shutil
 from collections.abc import Mapping
 
 from .. import ptyproc
+from ..proctree import Reaper
 from .base import LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
 
 
@@ -64,6 +67,7 @@ class PtyHandle:
         self._proc.resume_reading()
 
     async def terminate(self, grace: float = 2.0) -> int | None:
+        """Also for an agent that exited: its contained leftovers are killed here, off the loop."""
         return await self._proc.terminate(grace)
 
     def close(self) -> None:
@@ -76,14 +80,19 @@ class PtyHost:
     kind = "pty"
     survives_restart = False
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, reaper: Reaper | None = None) -> None:
         self._loop = loop
+        self._reaper = reaper
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self._reaper is not None:
+            self._reaper.open()  # kills what a killed server's panes left running
 
     async def stop(self) -> None:
-        """Nothing to do: the engine terminates each pane before stopping its hosts."""
+        """The engine terminated each pane before; the reaper kills what is still contained."""
+        if self._reaper is not None:
+            self._reaper.close()
 
     def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
         if resolve_program(list(spec.argv), spec.env) is None:
@@ -93,7 +102,7 @@ class PtyHost:
                 spec.argv, rows=spec.rows, cols=spec.cols, cwd=spec.cwd, env=spec.env,
                 on_output=sink.on_output,
                 on_exit=lambda code: sink.on_exit(code, f"exited with code {code}"),
-                loop=self._loop or asyncio.get_running_loop(),
+                loop=self._loop or asyncio.get_running_loop(), reaper=self._reaper, session=spec.session,
             )
         except ptyproc.SpawnError as exc:
             raise SpawnError(str(exc)) from None

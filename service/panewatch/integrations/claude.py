@@ -2,7 +2,7 @@
 
 The hooks are passed with ``--settings`` so they apply to that launch only and the user's own
 hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its JSON
-payload to the service with the session's own token, with a short timeout and ``|| true``: a
+payload to the service's report socket (the kernel tells which pane calls), with a short timeout and ``|| true``: a
 service that is down must never break the agent.
 """
 
@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
+from ..report_socket import REPORT_COMMAND as _REPORT_COMMAND
 from ..signals import Report
 from ..states import State
 from .base import UnknownPayload, is_plain, plain_report
@@ -27,12 +28,8 @@ _BLOCKING_NOTIFICATIONS = {"permission_prompt", "elicitation_dialog", "elicitati
 #: A permission Notification this soon after a PermissionRequest repeats that prompt.
 REDUNDANT_NOTIFICATION_S = 60.0
 
-REPORT_COMMAND = (
-    'curl -sS -m 2 -o /dev/null -X POST'
-    ' -H "Authorization: Bearer $PANEWATCH_REPORT_TOKEN"'
-    ' -H "Content-Type: application/json" --data-binary @-'
-    ' "$PANEWATCH_URL/report?session=$PANEWATCH_SESSION" >/dev/null 2>&1 || true'
-)
+#: The hook command (``report_socket``): the pane's own report socket, where the kernel names the caller.
+REPORT_COMMAND = _REPORT_COMMAND
 
 
 def claude_settings() -> str:
