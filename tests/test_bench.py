@@ -192,3 +192,46 @@ def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
     assert code == 0, last
     done, total = last.rsplit(" ", 1)[1].split("/")
     assert done == total and int(total) > 0
+
+
+def test_the_replay_runs_real_captures_and_prints_every_figure(tmp_path):
+    """Tiny sizes: the real-traffic replay runs on every installed backend in both modes, beside
+    the replay driver alone, and prints (and saves) every figure."""
+    out_json = tmp_path / "replay.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "panewatch", "bench", "--only", "replay", "--replay-sizes", "3",
+         "--replay-seconds", "1.5", "--replay-warmup", "0.5", "--json", str(out_json),
+         "--plot", str(tmp_path / "replay.png")],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("## 5. Real-traffic replay", "CPU (1 core)", "minus driver", "RSS/pane", "B/s/pane",
+                  "change p50", "p99", "lag p99", "driver   alone", "change/sweep CPU"):
+        assert label in proc.stdout, (label, proc.stdout)
+    rows = json.loads(out_json.read_text())["replay"]
+    engines = {(r["backend"], r["mode"]) for r in rows if not r["driver_only"]}
+    assert engines == {(b, m) for b in backends.available() for m in ("change", "sweep")}
+    for r in rows:
+        assert r["panes"] == 3 and r["cpu"] > 0 and r["bytes_per_s_per_pane"] > 0  # bytes really replayed
+        assert r["captures"] >= 1 and "claude" in r["agents"]
+        if not r["driver_only"]:
+            assert r["classifications_per_s"] > 0 and math.isfinite(r["lag_p99"])
+    if (tmp_path / "replay.png").exists():
+        assert (tmp_path / "replay.png").read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert "matplotlib missing" in proc.stdout
+
+
+def test_replay_frames_are_the_captures_own_bytes_cut_where_a_repaint_starts():
+    from panewatch_lab.bench_replay import RESET, load_captures, split_frames
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    captures = load_captures([root], 32, 120)
+    assert captures and all(c.state in ("idle", "working", "blocked") for c in captures)
+    for cap in captures:
+        raw = next((root / cap.agent).rglob(cap.name)).read_bytes()
+        assert b"".join(cap.frames) == RESET + raw  # nothing lost, nothing added but the reset
+    data = b"a" * 40 + b"\x1b[?2026h" + b"b" * 40 + b"\x1b[?2026h" + b"c" * 40 + b"\x1b[?2026h" + b"d"
+    assert split_frames(data) == [b"a" * 40, b"\x1b[?2026h" + b"b" * 40, b"\x1b[?2026h" + b"c" * 40, b"\x1b[?2026hd"]
+    short = b"x" * 10 + b"\x1b[?2026h" + b"y" * 10 + b"\x1b[?2026h" + b"z" * 40 + b"\x1b[?2026h"
+    assert split_frames(short) == [b"x" * 10 + b"\x1b[?2026h" + b"y" * 10 + b"\x1b[?2026h" + b"z" * 40, b"\x1b[?2026h"]

@@ -148,3 +148,21 @@ async def test_allowed_origins_from_the_environment_reach_the_websocket_check(mo
 def test_readme_has_the_options_table_as_the_model_makes_it():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     assert options_table() in readme, "README's Configuration table is stale: paste panewatch.config.options_table()"
+
+
+def test_the_default_backend_is_ghostty_where_it_installs_and_the_choice_is_logged(caplog):
+    import logging
+
+    from panewatch import backends
+    from panewatch.engine import Engine
+    from panewatch.hosts.memory import MemoryHost
+    from panewatch.manifest import ManifestStore, bundled_manifest_dir
+
+    assert Settings().backend == "auto" and Settings().mode == "change"
+    expected = "ghostty" if "ghostty" in backends.available() else "pyte"
+    assert backends.choose("auto")[0] == expected
+    assert backends.choose("pyte") == ("pyte", "configured")
+    with caplog.at_level(logging.INFO, logger="panewatch.engine"):
+        engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=MemoryHost())
+    assert engine.backend == expected
+    assert any(r.getMessage().startswith(f"screen backend {expected} (") for r in caplog.records)

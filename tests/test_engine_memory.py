@@ -77,14 +77,20 @@ async def test_a_turn_blocked_answered_idle_with_events(rig):
     assert isinstance(events[0], Created)
 
 
-async def test_send_types_the_text_then_enter_and_bracketed_paste_when_asked(rig):
+async def test_send_waits_for_the_echo_presses_enter_and_pastes_only_several_lines(rig):
     sid, agent = rig.create()
     agent.emit(IDLE)
     await rig.settle()
+    agent.on_input = agent.emit  # echoes what it reads, as a terminal does
     await rig.engine.send(sid, "fix it")
     assert agent.input == b"fix it\r"
+    agent.on_input = None  # silent now: an Enter it ignored is pressed once more
+    await rig.engine.send(sid, "again")
+    assert agent.input == b"fix it\ragain\r\r"
     agent.emit(b"\x1b[?2004h")  # the agent turned on bracketed paste
     await rig.settle()
+    await rig.engine.send(sid, "one line", enter=False)
+    assert agent.input.endswith(b"\r\rone line")  # one line is typed
     await rig.engine.send(sid, "two\nlines", enter=False)
     assert agent.input.endswith(b"\x1b[200~two\nlines\x1b[201~")
 
@@ -211,10 +217,11 @@ async def test_screen_frames_full_then_changed_rows(rig):
 
 async def test_output_stream_repaints_first_and_after_falling_behind(rig):
     sid, agent = rig.create(agent=None)
-    agent.emit("before\r\n")
+    agent.emit("before \x1b[1;31mred\x1b[0m \x1b[38;2;1;2;3mtrue\x1b[0m\r\n")
     out = rig.engine.output(sid, limit=64)
     first = await anext(out)
-    assert b"before" in first and first.startswith(b"\x1b[0m\x1b[H\x1b[2J")
+    assert first.startswith(b"\x1b[0m\x1b[H\x1b[2J") and b"before" in first
+    assert b"\x1b[0;1;31mred" in first and b"\x1b[0;38;2;1;2;3mtrue" in first  # colours survive a repaint
     agent.emit(b"live bytes")
     assert await asyncio.wait_for(anext(out), 1) == b"live bytes"
     agent.emit(b"y" * 100)  # more than the client may lag by
@@ -267,3 +274,35 @@ async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig)
     assert gone is None and "0e0f0a0b" not in rig.engine
     with pytest.raises(InvalidRequest, match="unknown host"):
         rig.engine.create(SessionSpec(command=["agent"], host="tmux"))
+
+
+async def test_an_idle_pane_costs_no_foreground_sampling_per_sweep(rig):
+    sid, agent = rig.create()
+    asked: list[int] = []
+    real = agent.foreground_pgid
+    agent.foreground_pgid = lambda: (asked.append(1), real())[1]
+    agent.emit(IDLE)
+    for _ in range(25):  # within FG_REREAD_S of its output the program is looked up once more
+        await rig.settle()
+    assert asked and rig.engine.get(sid)["state"] == "idle"
+    before, classified = len(asked), rig.engine.stats()["classifications"]
+    for _ in range(50):  # 50 sweeps with no output: no sampling, no reading
+        await rig.settle()
+    assert len(asked) == before and rig.engine.stats()["classifications"] == classified
+    agent.emit(WORKING)  # output again: sampled and read again
+    await rig.settle()
+    assert len(asked) > before and rig.engine.get(sid)["state"] == "working"
+
+
+async def test_a_host_that_knows_the_state_says_it_directly(rig, caplog):
+    sid, agent = rig.create(agent=None)
+    agent.status("blocked", "session/request_permission: asks to run a tool")
+    info = rig.engine.get(sid)
+    assert (info["state"], info["source"], info["rule"]) == ("blocked", "host", "session/request_permission")
+    await rig.settle(1.0)  # sweeps read the (empty) screen: the host's exact state holds
+    assert rig.engine.get(sid)["state"] == "blocked"
+    agent.status("working", "session/update: running the tool")
+    assert rig.engine.get(sid)["state"] == "working"
+    agent.status("pondering")
+    assert rig.engine.get(sid)["state"] == "working"
+    assert any("unknown state 'pondering'" in r.getMessage() for r in caplog.records)

@@ -139,3 +139,22 @@ def test_a_labelled_rule_still_bounds_the_input_box() -> None:
         lines = screen_of(fx).lines()
         assert any(re.search(r"─ \S+ ─$", line) for line in lines), f"{fx.name}: no labelled rule on screen"
         assert [line for line in region_lines("prompt_box", lines) if line.strip()] == ["❯"], fx.name
+
+
+@pytest.mark.parametrize("fx", FIXTURES, ids=lambda fx: f"{fx.agent}-{fx.agent_version}/{fx.name}")
+def test_every_agents_capture_gives_the_same_result_on_both_backends(fx: Fixture) -> None:
+    """The default backend is Ghostty where it installs and pyte elsewhere: a manifest must not
+    answer differently on the two, for any agent's captures (same verdict, same rule, same
+    evidence, from the same rows)."""
+    from panewatch.backends import BackendUnavailable, make_screen
+
+    try:
+        ghostty = make_screen("ghostty", fx.truth.rows, fx.truth.cols)
+    except BackendUnavailable as exc:
+        pytest.skip(f"the ghostty backend is not installed here: {exc}")
+    pyte = screen_of(fx)
+    ghostty.feed(fx.read())
+    manifest = manifest_for(fx)
+    verdicts = [manifest.classify(s.lines(), s.title, s.cursor.row) for s in (pyte, ghostty)]
+    assert verdicts[0] == verdicts[1], f"{fx.name}: pyte {verdicts[0]}, ghostty {verdicts[1]}"
+    assert pyte.lines() == ghostty.lines()

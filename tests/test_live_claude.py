@@ -189,6 +189,11 @@ async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: Mock
         # the UserPromptSubmit hook and the spinner race; either may be the event's source
         await events.wait(lambda e: e.get("session") == sid and e.get("state") == "working", 10, after=mark)
         thinking = await explain(live, sid)
+        deadline = asyncio.get_running_loop().time() + 10
+        while thinking["signals"]["report"] is None:  # the hook's curl can lag the spinner on a busy machine
+            assert asyncio.get_running_loop().time() < deadline, "the UserPromptSubmit hook never reported"
+            await asyncio.sleep(0.05)
+            thinking = await explain(live, sid)
         assert thinking["decision"]["state"] == "working"
         assert (thinking["signals"]["report"]["event"], thinking["signals"]["report"]["state"]) == (
             "UserPromptSubmit", "working")

@@ -288,3 +288,24 @@ def test_bundled_manifests_all_load():
             assert max(i for i, s in enumerate(states) if s == "blocked") < states.index("working"), agent
     assert store.for_process("claude").agent == "claude"
     assert store.for_process("bash").agent == "shell"
+
+
+def test_a_rules_verdict_is_remembered_by_its_region_text_and_the_memo_is_bounded():
+    from panewatch import manifest as m
+
+    source = ('agent = "t"\nversion = "1"\n[[rules]]\nname = "ask"\nstate = "blocked"\nregion = "bottom:2"\n'
+              "any = ['Proceed\\?']\nwhy = \"a question\"\n")
+    compiled = m.CompiledManifest.build(m.parse_manifest(Path("t.toml"), source))
+    rule = compiled.rules[0]
+    calls: list[str] = []
+    real = rule.match
+    rule.match = lambda text: (calls.append(text), real(text))[1]
+    screen = ["spinner 1", "", "Proceed?", "> yes"]
+    assert compiled.classify(screen).state == "blocked"
+    assert compiled.classify(["spinner 2", "", "Proceed?", "> yes"]).state == "blocked"
+    assert len(calls) == 1  # the spinner row is outside the region: its text is the same, no search
+    assert compiled.classify(["x", "", "done", "> "]).state == "idle"
+    assert len(calls) == 2
+    for i in range(m.MEMO_SIZE + 5):
+        compiled.classify([f"distinct {i}"])
+    assert len(rule.memo) <= m.MEMO_SIZE

@@ -100,11 +100,11 @@ def test_the_sweep_runs_every_interval_and_is_timed():
     assert sched.sweeps == 4
 
 
-def test_change_mode_sweeps_no_more_than_every_two_seconds():
+def test_change_mode_sweeps_at_the_sweep_pace_as_its_shared_tick():
     clock, flow, sched = make(Timing(mode="change", sweep_s=0.5))
     sched.start()
-    clock.advance(4.0)
-    assert flow.of("sweep") == [1002.0, 1004.0]
+    clock.advance(2.0)
+    assert flow.of("sweep") == [1000.5, 1001.0, 1001.5, 1002.0]
 
 
 def test_change_mode_reads_a_big_repaint_once_output_pauses():
@@ -131,18 +131,39 @@ def test_change_mode_caps_the_wait_under_output_that_never_pauses():
     assert len(flow.of("due")) <= 2  # about once per cap, not once per chunk
 
 
-def test_change_mode_reads_small_changes_at_the_sweep_pace():
-    clock, flow, sched = make(Timing(mode="change", sweep_s=0.7, settle_s=0.04, cap_s=0.15, change_bytes=256))
-    p = pane(clock)
+def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256,
+                                     pause_s=0.12))
+    sched.start()
+    p, q = pane(clock), pane(clock)
     sched.add("a", p)
-    for _ in range(10):  # a spinner: 40 bytes every 50 ms
-        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
+    sched.add("b", q)
+    for _ in range(15):  # a spinner: 10 bytes every 50 ms, never change_bytes in all
+        deliver(sched, "a", p, b"\r* Work 01")
+        deliver(sched, "b", q, b"\r* Work 02")
         clock.advance(0.05)
-    assert flow.of("due") == []  # 0.5 s of spinner frames: not read yet
-    for _ in range(5):
-        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
-        clock.advance(0.05)
-    assert flow.of("due") == ["a"]  # read once, at the sweep pace
+    # still spinning: no read, and no timer of a pane's own (one shared pause timer)
+    assert flow.of("due") == [] and not sched._timers
+    clock.advance(0.1)  # both stopped 0.12 s ago: both read, at one wake-up
+    assert flow.of("due") == ["a", "b"]
+    clock.advance(1.0)
+    assert flow.of("due") == ["a", "b"]  # nothing new: no more reads
+
+
+def test_the_sweep_leaves_a_flowing_pane_to_its_pause_read_until_the_backstop():
+    _, _, sched = make(Timing(mode="change", pause_s=0.12, backstop_s=2.8))
+    clock = sched.clock
+    p = pane(clock)
+    p.receive(b"x")
+    p.read_at = clock.time() - 1.0
+    assert sched.flowing(p, clock.time())
+    p.read_at = clock.time() - 3.0  # not read for longer than the backstop: the sweep reads it
+    assert not sched.flowing(p, clock.time())
+    p.read_at = clock.time()
+    clock.advance(0.2)  # output paused: not flowing (its pause read happened or is due)
+    assert not sched.flowing(p, clock.time())
+    _, _, sweep_sched = make(Timing(mode="sweep"))
+    assert not sweep_sched.flowing(pane(clock), clock.time())
 
 
 def test_a_forgotten_pane_is_never_read_again():
@@ -158,4 +179,17 @@ def test_a_forgotten_pane_is_never_read_again():
 @pytest.mark.parametrize("mode", ["sweep", "change"])
 def test_sweep_interval_property(mode):
     t = Timing(mode=mode, sweep_s=0.7)
-    assert t.sweep_interval == (0.7 if mode == "sweep" else 2.0)
+    assert t.sweep_interval == 0.7
+
+
+def test_a_pane_drawing_slower_than_pause_s_is_not_read_at_every_tick():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, change_bytes=256, pause_s=0.12))
+    sched.start()
+    p = pane(clock)
+    sched.add("a", p)
+    for _ in range(20):  # a spinner ticking every 150 ms (a busy machine): not a pause each time
+        deliver(sched, "a", p, b"\r* Work 01")
+        clock.advance(0.15)
+    assert len(flow.of("due")) <= 2  # the first ticks, before its rhythm is known
+    clock.advance(0.3)
+    assert flow.of("due")[-1:] == ["a"]  # it stopped: read

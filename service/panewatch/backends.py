@@ -1,9 +1,11 @@
 """Which terminal emulator a pane's screen runs on: pyte (always there) or Ghostty (optional).
 
 Every backend offers the same small interface (``ScreenLike``) so that sessions, the API and
-the benchmark never care which one they hold. pyte stays the default because it is a plain
-Python dependency that installs everywhere; Ghostty comes from the ``fast`` extra
-(``pip install 'panewatch[fast]'``) and is ~100× faster at emulating output floods.
+the benchmark never care which one they hold. The default, ``auto``, is Ghostty wherever its
+wheel (the ``fast`` extra, ``pip install 'panewatch[fast]'``) installs, pyte otherwise: Ghostty
+emulates real agents' output ~100× faster, which is what holds the CPU target with hundreds of
+panes (benchmarks/RESULTS.md, issue 17); pyte is a plain Python dependency that installs
+everywhere, and the manifests give the same results on both.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Protocol
 from .screen import Cursor, Screen
 
 BACKENDS = ("pyte", "ghostty")
+#: ``auto`` picks the first of these that imports.
+PREFERRED = ("ghostty", "pyte")
 
 
 class BackendUnavailable(Exception):
@@ -74,6 +78,22 @@ def available() -> list[str]:
             continue
         out.append(name)
     return out
+
+
+def choose(backend: str) -> tuple[str, str]:
+    """The backend to use for the configured ``backend`` (``auto`` or a name), and why, for the
+    start-up log line."""
+    if backend != "auto":
+        screen_class(backend)  # not installed: BackendUnavailable with the fix
+        return backend, "configured"
+    for name in PREFERRED:
+        try:
+            screen_class(name)
+        except BackendUnavailable as exc:
+            why = str(exc)
+            continue
+        return name, "auto: the fastest installed" if name == PREFERRED[0] else f"auto: {why.split(';')[0]}"
+    raise BackendUnavailable("no screen backend installed")  # pyte is a dependency: not reached
 
 
 def make_screen(backend: str, rows: int, cols: int,

@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     login_ttl_s: float = Field(12 * 3600.0, gt=0, description="life of a dashboard login (its cookie)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
-        "sweep", description="sweep: classify every sweep_ms; change: shortly after output pauses")
+        "change", description="change: big repaints classified shortly after output pauses, the rest every sweep_ms; "
+        "sweep: everything every sweep_ms")
     settle_ms: int = Field(40, ge=5, le=5000, description="change mode: quiet time before classifying")
     cap_ms: int = Field(150, ge=10, le=10_000, description="change mode: longest wait while output never pauses")
     change_bytes: int = Field(
@@ -59,8 +60,9 @@ class Settings(BaseSettings):
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
-    backend: Literal["pyte", "ghostty"] = Field(
-        "pyte", description="screen emulator: pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
+    backend: Literal["auto", "pyte", "ghostty"] = Field(
+        "auto", description="screen emulator: auto (ghostty if installed, else pyte; logged at start), "
+        "pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     cluster_url: str | None = Field(

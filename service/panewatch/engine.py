@@ -13,60 +13,38 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import acp_sessions
+from . import acp_sessions, guard
 from . import transcript as transcripts
-from .backends import make_screen, screen_class
+from .backends import choose, make_screen
 from .clock import Clock, LoopClock
-from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
+from .errors import InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
-from .hosts.base import HostError, LaunchSpec, PaneHost, SpawnError, WriteRefused
+from .guard import AnswerResult, prompt_reacted
+from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
-from .procinfo import Program, program_name
 from .panes import Panes
+from .procinfo import Program, program_name
 from .ptyproc import unencodable
 from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, agent_env, expand_command
 from .signals import Report
 from .states import Decision, Source, State
 from .streams import output_stream, screen_frames
-from .transcript import Transcript
 from .views import agents_view, explain_view, screen_view
 
+__all__ = ["AnswerResult", "Engine", "SessionSpec", "prompt_reacted"]
+
 log = logging.getLogger("panewatch.engine")
-#: /send: an Enter followed by this much silence is pressed once more.
-ENTER_RETRY_S = 0.8
 
 SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    took: bool
-    state: State
-    rule: str | None
-    waited: float
-    keys: str
-
-
-def prompt_reacted(before: list[str], cursor_row: int, screen: Any) -> bool:
-    """Whether the program answered a prompt: the cursor left the prompt's row, or another row
-    changed, or the prompt's row no longer starts with what it showed (more than an echo)."""
-    lines = screen.lines()
-    row = screen.cursor.row
-    if row != cursor_row or len(lines) != len(before):
-        return True
-    if any(old != new for i, (old, new) in enumerate(zip(before, lines, strict=True)) if i != row):
-        return True
-    prompt = before[row] if 0 <= row < len(before) else ""
-    return not lines[row].startswith(prompt) if prompt else lines[row] != prompt
 
 
 def _check_size(rows: int, cols: int) -> None:
@@ -81,11 +59,13 @@ class Engine:
                  hosts: Mapping[str, PaneHost] | None = None, sweep_ms: int = 700,
                  mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
-                 manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
+                 manifest_check_s: float = 1.0, backend: str = "auto", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
                  wall: Callable[[], float] = time.time, agent_vars: Mapping[str, str] | None = None,
                  programs: Callable[[int], Program | None] = program_name) -> None:
-        screen_class(backend)  # a backend that is not installed fails here, not at the first session
+        # a backend that is not installed fails here, not at the first session; "auto" is decided here
+        backend, why = choose(backend)
+        log.info("screen backend %s (%s)", backend, why)
         if hosts is None:
             if host is None:
                 from .hosts.pty import PtyHost
@@ -109,7 +89,7 @@ class Engine:
         self.transcript_max_bytes = transcript_max_bytes
         self.hub = EventHub()
         self.notifier = notifier or Notifier()
-        self.notifier.subscribe(lambda n: self.hub.publish(Notified(n.__dict__.copy())))
+        self.notifier.subscribe(lambda n: self.hub.publish(Notified(asdict(n))))
         self._clock = clock
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -130,7 +110,7 @@ class Engine:
         for each in self.hosts.values():
             await each.start()
         self._panes.scheduler.start()
-        self._tasks.append(loop.create_task(self._reload_manifests()))
+        self._tasks.append(loop.create_task(self._panes.reload_manifests(self.manifest_check_s)))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -142,17 +122,6 @@ class Engine:
         for each in self.hosts.values():
             await each.stop()
         await self.notifier.aclose()
-
-    async def _reload_manifests(self) -> None:
-        """Re-read changed manifests off the event loop; refusals are logged in each pane."""
-        while True:
-            await asyncio.sleep(self.manifest_check_s)
-            for err in await asyncio.to_thread(self.store.reload_if_changed):
-                log.warning("manifest refused, previous version kept: %s", err)
-                for s in self.panes.sessions.values():
-                    if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
-                        log.warning("its manifest %s was refused; the previous version stays in use",
-                                    err.path.name, extra={"session": s.id})
 
     # -- sessions --------------------------------------------------------------------------
     def create(self, spec: SessionSpec) -> dict[str, Any]:
@@ -202,13 +171,18 @@ class Engine:
         except BaseException:
             panes.discard(session)  # all or nothing: no session without its process
             raise
-        pane.own_pid = session.handle.pid
-        self._record(session)
         log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
                  extra={"session": sid})
-        panes.sample_foreground(session)
+        return self._running(session)
+
+    def _running(self, session: Session) -> dict[str, Any]:
+        """A session whose host handle is live: record, read the foreground, announce it."""
+        assert session.handle is not None
+        session.pane.own_pid = session.handle.pid
+        self.panes.record(session)
+        self.panes.sample_foreground(session)
         self.hub.publish(Created(session.info()))
-        panes.apply(session, pane.decision, force=True)
+        self.panes.apply(session, session.pane.decision, force=True)
         return session.info()
 
     def _host(self, kind: str | None) -> PaneHost:
@@ -239,24 +213,8 @@ class Engine:
             await panes.remove(session)
             return None
         session.handle = handle
-        pane.own_pid = handle.pid
-        self._record(session)
         log.info("adopted %s from %s (%s)", argv[0] if argv else "?", kind, ref, extra={"session": sid})
-        panes.sample_foreground(session)
-        self.hub.publish(Created(session.info()))
-        panes.apply(session, pane.decision, force=True)
-        return session.info()
-
-    def _record(self, session: Session) -> None:
-        """Start the session's asciicast recording, when recordings are on."""
-        if self.transcripts is None:
-            return
-        recording = Transcript(
-            self.transcripts / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
-            max_bytes=self.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
-            command=session.argv, session=session.id)
-        session.transcript = recording
-        self.panes.output_sinks.setdefault(session.id, []).append(recording.output)
+        return self._running(session)
 
     def _session(self, sid: str) -> Session:
         try:
@@ -328,71 +286,12 @@ class Engine:
         return report
 
     # -- guarded writes --------------------------------------------------------------------
-    def _write(self, session: Session, data: bytes) -> None:
-        if session.handle is None or not session.handle.alive:
-            raise Conflict("the session has exited", session.pane.decision)
-        try:
-            session.handle.write(data)
-        except WriteRefused as exc:
-            raise NotReadingInput(str(exc), session.pane.decision) from None
-        except HostError as exc:
-            raise Conflict(f"the host refused the write: {exc}", session.pane.decision) from None
-
     async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
         """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
         session = self._session(sid)
         if session.host == acp_sessions.KIND:
             return acp_sessions.send(session, text)  # session/prompt; Enter means nothing there
-        decision = self.panes.classify(session)
-        if decision.state == State.blocked:
-            raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
-                           decision)
-        pane = session.pane
-        read_before = pane.bytes_read
-        # Only multi-line text is pasted (bracketed), so its newlines do not submit. One line is
-        # typed: Gemini CLI 0.61.0 distrusts pastes when its kitty-keyboard check raced its
-        # first render, and then turns an Enter within 40 ms of its own re-render into a newline.
-        if pane.screen.mode(2004) and "\n" in text:
-            self._write(session, b"\x1b[200~" + text.encode() + b"\x1b[201~")
-        elif text:
-            self._write(session, text.replace("\n", "\r").encode())
-        elif not session.writable:
-            raise Conflict("the session has exited", decision)
-        if enter:
-            # A TUI that reads "text\r" in one chunk takes it for a paste, and an Ink app given
-            # Enter before it re-rendered the typed text submits its old, empty input (one Gemini
-            # send in ten under load): wait for the echo, then for a quiet beat.
-            await self._echoed(pane, read_before if text else None, text.strip()[-10:])
-            before_enter = pane.bytes_read
-            self._write(session, b"\r")
-            if text:
-                # An Enter the agent ignored leaves the pane silent (Gemini CLI drops one now and
-                # then at a turn's end or its start-up): press it once more. A second Enter on an
-                # emptied input box is a no-op for the agents we know.
-                clock, start = self.panes.clock, self.panes.clock.time()
-                while clock.time() - start < ENTER_RETRY_S and pane.bytes_read == before_enter:
-                    await clock.sleep(0.02)
-                if pane.bytes_read == before_enter and session.writable:
-                    log.info("session %s: no output %.1f s after Enter; pressing it again", sid, ENTER_RETRY_S)
-                    self._write(session, b"\r")
-        return decision
-
-    async def _echoed(self, pane: Pane, read_before: int | None, tail: str = "", *,
-                      least: float = 0.08, quiet: float = 0.05, most: float = 1.5) -> None:
-        """Wait at least ``least`` s; with typed text, also until the screen shows its last
-        characters (the echo: a footer redrawn at start-up does not count) and the agent was
-        quiet for ``quiet`` s — at most ``most`` s in all, so a program that does not echo
-        still gets its Enter."""
-        clock = self.panes.clock
-        start = clock.time()
-        await clock.sleep(least)
-        if read_before is None:
-            return
-        while clock.time() - start < most:
-            if pane.bytes_read != read_before and clock.time() - pane.last_output >= quiet:
-                if not tail or tail in "\n".join(pane.screen.lines()):
-                    return
-            await clock.sleep(0.02)
+        return await guard.send(self.panes, session, text, enter=enter)
 
     async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
                      request: str | None = None, settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
@@ -409,38 +308,7 @@ class Engine:
             return AnswerResult(after.state != State.blocked, after.state, after.decided_by, 0.0, option_id)
         if isinstance(option, str):
             raise InvalidRequest("a terminal prompt's option is a number")
-        panes, pane = self.panes, session.pane
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the pane is not blocked (it is {decision.state}); nothing to answer", decision)
-        if not session.writable:
-            raise Conflict("the session has exited", decision)
-        # a key sent while the prompt is still being drawn can be dropped: wait for quiet
-        clock = panes.clock
-        limit = clock.time() + 1.0
-        while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await clock.sleep(0.03)
-        decision = panes.classify(session)
-        if decision.state != State.blocked:
-            raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
-        if option is not None:
-            manifest = pane.manifest(self.store)
-            data = (manifest.manifest.option_keys if manifest else "{n}").replace("{n}", str(option))
-        else:
-            data = keys or ""
-        before = (pane.screen.lines(), pane.screen.cursor.row)
-        self._write(session, data.encode())
-        start = clock.time()
-        took = False
-        while clock.time() - start < deadline:
-            await clock.sleep(0.05)
-            decision = panes.classify(session)
-            # the rule no longer matching is not enough: an echo ("^[" after "[y/N] ") breaks it
-            # while the program still waits; the program must have reacted
-            if decision.state != State.blocked and prompt_reacted(*before, pane.screen):
-                took = True
-                break
-        return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)
+        return await guard.answer(self.panes, session, option=option, keys=keys, settle=settle, deadline=deadline)
 
     def cancel(self, sid: str) -> dict[str, Any]:
         """Interrupt an ACP session's turn (``session/cancel``); 409 when no turn runs."""
@@ -470,7 +338,7 @@ class Engine:
         session = self._session(sid)
         log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state,
                  extra={"session": sid})
-        self._write(session, data)
+        guard.write(session, data)
 
     # -- read models -----------------------------------------------------------------------
     def screen(self, sid: str, *, styles: bool = False) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+#: The states a rule may give (``states.RULE_STATES``; ``exited`` and ``lost`` come from the process).
 State = Literal["blocked", "working", "idle"]
-STATES: tuple[str, ...] = ("blocked", "working", "idle")
 
 #: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end
 #: in a label (Claude 2.1.332 writes the session's name there after a plan: ``──── lab-plan ─``).
@@ -429,9 +429,24 @@ def _non_empty(lines: Iterable[str]) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
+#: Rows already known to be (or not be) a horizontal rule. Most rows of a screen are the same
+#: from one read to the next (and the same string objects, whose hash is kept), so a read
+#: searches only the rows that changed; bounded, cleared when full.
+_RULE_ROWS: dict[str, bool] = {}
+_RULE_ROWS_MAX = 4096
+
+
 def _rule_indexes(lines: Sequence[str]) -> list[int]:
-    search = _horizontal_rule().search
-    return [i for i, line in enumerate(lines) if search(line)]
+    memo, out = _RULE_ROWS, []
+    for i, line in enumerate(lines):
+        found = memo.get(line)
+        if found is None:
+            if len(memo) >= _RULE_ROWS_MAX:
+                memo.clear()
+            found = memo[line] = _horizontal_rule().search(line) is not None
+        if found:
+            out.append(i)
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -495,6 +510,12 @@ class RuleTrace:
 
 NO_MATCH = "no rule matched: idle by default (never blocked)"
 
+#: Region texts remembered per rule with their outcome. A spinner frame changes the screen but
+#: usually not the text a rule reads, so the same text is not searched again; panes showing the
+#: same screen (many agents of one kind) share the memo through their manifest. Bounded: the
+#: memo is cleared when full, so a flood of distinct texts costs at most one search each.
+MEMO_SIZE = 256
+
 
 @dataclass
 class CompiledRule:
@@ -502,6 +523,7 @@ class CompiledRule:
     any: list[Any]  # re.Pattern, or _Re2Pattern (the same ``pattern``/``search``)
     all: list[Any]
     not_: list[Any]
+    memo: dict[str, tuple[bool, list[str], str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, rule: Rule) -> CompiledRule:
@@ -513,6 +535,17 @@ class CompiledRule:
     def engines(self) -> set[str]:
         """``re2`` and/or ``re``: which engine runs this rule's patterns."""
         return {getattr(p, "engine", "re") for p in (*self.any, *self.all, *self.not_)}
+
+    def match_memo(self, text: str) -> tuple[tuple[bool, list[str], str], bool]:
+        """``match(text)``, from the memo when this exact text was searched before; and whether
+        it was searched now (only a real search says anything about the rule's cost)."""
+        found = self.memo.get(text)
+        if found is not None:
+            return found, False
+        if len(self.memo) >= MEMO_SIZE:
+            self.memo.clear()
+        found = self.memo[text] = self.match(text)
+        return found, True
 
     def match(self, text: str) -> tuple[bool, list[str], str]:
         """(matched, evidence, reason) for the region's text."""
@@ -576,11 +609,14 @@ class CompiledManifest:
         cache: dict = {}
         for compiled in self.rules:
             text = self._region_text(cache, compiled.rule, lines, title, cursor_row)
-            started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
-            matched, evidence, _ = compiled.match(text)
-            took = (time.thread_time() - started) * 1000
-            if took > RULE_BUDGET_MS:
-                self._over_budget(compiled.rule, took, len(text))
+            found = compiled.memo.get(text)
+            if found is None:  # timed only when searched (reading the CPU clock is not free)
+                started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
+                found, _ = compiled.match_memo(text)
+                took = (time.thread_time() - started) * 1000
+                if took > RULE_BUDGET_MS:
+                    self._over_budget(compiled.rule, took, len(text))
+            matched, evidence, _ = found
             if matched:
                 rule = compiled.rule
                 return Verdict(rule.state, rule.name, rule.why, evidence[-1] if evidence else "")

@@ -20,6 +20,9 @@ from .states import Decision, Source, State
 #: How often the foreground program's name is re-read when its process group stays the same.
 FG_REREAD_S = 2.0
 
+#: Gaps between bursts up to this long are a pane's drawing rhythm; longer ones are pauses.
+RHYTHM_MAX_S = 0.3
+
 STARTING = Decision(State.working, Source.start, "starting")
 
 
@@ -31,6 +34,7 @@ class Foreground:
     program: Program | None = None
     gen: int = 0  # bumped whenever the group or its program changes
     read_at: float = float("-inf")
+    bytes_at: int = -1  # the pane's ``bytes_read`` when the program was last looked up
 
 
 class Pane:
@@ -47,6 +51,7 @@ class Pane:
         self.pending = bytearray()  # received, not yet fed to the screen
         self.unread_bytes = 0  # output since the screen was last classified
         self.hot_until = float("-inf")  # change mode: read small changes promptly until then
+        self.rhythm = 0.0  # smoothed gap between bursts shorter than RHYTHM_MAX_S
         self.bytes_read = 0
         self.bytes_fed = 0
         self.last_output = clock()
@@ -61,6 +66,7 @@ class Pane:
         self.verdict = Verdict("idle", None, "not classified yet")
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
+        self.read_at = float("-inf")  # when the screen was last classified
         self.decision = STARTING.at(wall())
         self._classified: tuple[int, int, int, int, int] | None = None
         # start-up: until a rule of the agent's manifest matched once, or its startup_timeout
@@ -78,7 +84,11 @@ class Pane:
         """Bytes arrived from the host; they wait in ``pending`` for the scheduler's feed."""
         self.bytes_read += len(data)
         self.unread_bytes += len(data)
-        self.last_output = self.clock()
+        now = self.clock()
+        gap = now - self.last_output
+        if 0 < gap < RHYTHM_MAX_S:  # the pane's own drawing rhythm (a spinner's tick), smoothed
+            self.rhythm = gap if not self.rhythm else self.rhythm + (gap - self.rhythm) / 4
+        self.last_output = now
         self.pending += data
 
     def feed(self, budget: int) -> int:
@@ -127,13 +137,20 @@ class Pane:
         fg, now = self.fg, self.clock()
         if pgid == fg.pgid and now - fg.read_at < FG_REREAD_S:
             return False
-        fg.read_at = now
+        fg.read_at, fg.bytes_at = now, self.bytes_read
         program = lookup(pgid) if pgid and pgid > 0 else None
         if pgid == fg.pgid and program == fg.program:
             return False
         fg.pgid, fg.program = pgid, program
         fg.gen += 1
         return True
+
+    @property
+    def quiet_since_sampled(self) -> bool:
+        """No output since the foreground program was last looked up. A program that takes or
+        gives back the terminal prints something (a prompt, a first frame), so a pane that has
+        been quiet since needs no sampling: an idle pane costs nothing per sweep."""
+        return self.fg.bytes_at == self.bytes_read
 
     def set_report(self, report: Report) -> None:
         self.report = report
@@ -198,6 +215,7 @@ class Pane:
         timeout = manifest.manifest.startup_timeout if manifest is not None else 0.0
         self.startup_deadline = self.started + timeout
         self.unread_bytes = 0
+        self.read_at = now
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")

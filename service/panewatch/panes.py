@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import suppress
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
@@ -19,6 +19,7 @@ from .hosts.base import HostError, PaneSink
 from .scheduler import Scheduler
 from .session import Session
 from .states import Decision, Source, State
+from .transcript import Transcript
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -68,6 +69,18 @@ class Panes:
         self.sessions.pop(session.id, None)
         self.scheduler.forget(session.id)
 
+    def record(self, session: Session) -> None:
+        """Start the session's asciicast recording, when recordings are on."""
+        folder = self.engine.transcripts
+        if folder is None:
+            return
+        recording = Transcript(
+            folder / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
+            max_bytes=self.engine.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
+            command=session.argv, session=session.id)
+        session.transcript = recording
+        self.output_sinks.setdefault(session.id, []).append(recording.output)
+
     def sink(self, session: Session) -> PaneSink:
         return _Sink(self, session)
 
@@ -106,6 +119,18 @@ class Panes:
         self.scheduler.stop()
         await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
 
+    async def reload_manifests(self, every: float) -> None:
+        """Re-read changed manifests off the event loop; refusals are logged in each pane."""
+        store = self.engine.store
+        while True:
+            await asyncio.sleep(every)
+            for err in await asyncio.to_thread(store.reload_if_changed):
+                log.warning("manifest refused, previous version kept: %s", err)
+                for s in self.sessions.values():
+                    if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
+                        log.warning("its manifest %s was refused; the previous version stays in use",
+                                    err.path.name, extra={"session": s.id})
+
     # -- from the host ---------------------------------------------------------------------
     def output(self, session: Session, data: bytes) -> None:
         session.pane.receive(data)
@@ -127,9 +152,14 @@ class Panes:
     def status(self, session: Session, state: str, detail: str) -> None:
         """An exact state from the host (ACP): the pane's decision from now on. ``detail``
         starts with the protocol message that decided it, which names the event."""
+        try:
+            known = State(state)
+        except ValueError:
+            log.warning("the host reported an unknown state %r; ignored", state, extra={"session": session.id})
+            return
         source = Source.acp if session.host == "acp" else Source.host
         event = detail.split(":", 1)[0].split(" ", 1)[0] if detail else "status"
-        decision = Decision(State(state), source, detail or f"the host reported {state}", event=event)
+        decision = Decision(known, source, detail or f"the host reported {state}", event=event)
         session.pane.set_exact(decision)
         self.apply(session, decision)
 
@@ -158,9 +188,9 @@ class Panes:
     def sweep(self, now: float) -> None:
         for session in list(self.sessions.values()):
             pane = session.pane
-            if pane.final:
+            if pane.final or self.scheduler.flowing(pane, now):
                 continue
-            self.sample_foreground(session)
+            self.sample_foreground(session, idle_too=False)
             if not pane.needs_classify(self.engine.store, self.engine.freshness):
                 continue
             # do not read a screen in the middle of a repaint, unless it has stalled there
@@ -172,13 +202,17 @@ class Panes:
         session = self.sessions.get(key)
         if session is None:
             return
-        self.sample_foreground(session)
+        self.sample_foreground(session, idle_too=False)
         if session.pane.needs_classify(self.engine.store, self.engine.freshness):
             self.classify(session, fresh=False, sample=False)
 
     # -- classification --------------------------------------------------------------------
-    def sample_foreground(self, session: Session) -> None:
+    def sample_foreground(self, session: Session, *, idle_too: bool = True) -> None:
+        """Re-read which program holds the terminal (``idle_too`` False: not for a pane with no
+        output since the last sample; the sweep and change reads pass it)."""
         handle = session.handle
+        if not idle_too and session.pane.quiet_since_sampled:
+            return
         if handle is not None and not session.pane.exited:
             session.pane.sample_foreground(handle.foreground_pgid(), self.engine.programs)
 

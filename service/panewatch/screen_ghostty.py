@@ -122,6 +122,11 @@ def _cap_marks(row: str) -> str:
     return _MARK_RUN.sub(lambda m: m.group()[:MAX_COMBINING], row)
 
 
+def _clean(row: str) -> str:
+    row = row.rstrip()
+    return row if row.isascii() else _cap_marks(row)
+
+
 class GhosttyScreen:
     """What a terminal of ``rows`` x ``cols`` shows after the bytes fed so far (libghostty-vt).
 
@@ -147,6 +152,7 @@ class GhosttyScreen:
         self._title = ffi.new("GhosttyString*")
         self._lines: list[str] | None = None
         self._lines_seq = -1
+        self._raw_rows: list[str] = []  # the rows as Ghostty gave them at the last lines()
         # what lines() hands to the formatter, made once: building them per call cost ~3/4 of it
         self._grid_ref = union_fn("ghostty_terminal_grid_ref",
                                   "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
@@ -217,11 +223,13 @@ class GhosttyScreen:
     def lines(self) -> list[str]:
         """The visible rows, right-stripped; cached until the next feed or resize."""
         if self._lines is None or self._lines_seq != self.seq:
-            rows = self._visible_text().split("\n")
-            rows = [row.rstrip() for row in rows[: self.rows]]
-            rows = [row if row.isascii() else _cap_marks(row) for row in rows]
+            raw = self._visible_text().split("\n")[: self.rows]
+            # a repaint changes a few rows: the others are taken as they were last time
+            prev_raw, prev = self._raw_rows, self._lines or []
+            rows = [prev[i] if i < len(prev_raw) and row == prev_raw[i] else _clean(row)
+                    for i, row in enumerate(raw)]
             rows.extend([""] * (self.rows - len(rows)))
-            self._lines, self._lines_seq = rows, self.seq
+            self._raw_rows, self._lines, self._lines_seq = raw, rows, self.seq
         return list(self._lines)
 
     def _visible_text(self) -> str:

@@ -56,10 +56,44 @@ async def screen_frames(panes: Panes, session: Session, store: ManifestStore, *,
         panes.unwatch(session.id, changed)
 
 
+_COLOURS = {"black": 0, "red": 1, "green": 2, "brown": 3, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6,
+            "white": 7}
+_FLAGS = ((1, "1"), (2, "3"), (4, "4"), (8, "7"), (16, "9"))
+
+
+def _colour(value: object, base: int) -> str | None:
+    """SGR parameters for a colour of ``ScreenLike.styles`` (a name or hex); None: default."""
+    name = str(value or "")
+    if name in _COLOURS:
+        return str(base + _COLOURS[name])
+    if name.startswith("bright") and name[6:] in _COLOURS:
+        return str(base + 60 + _COLOURS[name[6:]])
+    if len(name) == 6:
+        try:
+            r, g, b = (int(name[i:i + 2], 16) for i in (0, 2, 4))
+        except ValueError:
+            return None
+        return f"{base + 8};2;{r};{g};{b}"
+    return None
+
+
+def _styled(line: str, runs: list[list[object]]) -> str:
+    out, at = [], 0
+    for chars, fg, bg, flags in runs:
+        params = ["0", *(code for bit, code in _FLAGS if int(flags) & bit)]  # type: ignore[call-overload]
+        params += [c for c in (_colour(fg, 30), _colour(bg, 40)) if c]
+        end = at + int(chars)  # type: ignore[call-overload]
+        out.append(f"\x1b[{';'.join(params)}m{line[at:end]}")
+        at = end
+    return "".join(out) + "\x1b[0m" + line[at:]
+
+
 def repaint(session: Session) -> bytes:
-    """Bytes that draw the screen as it is now on a blank terminal (text, cursor)."""
+    """Bytes that draw the screen as it is now, colours included, on a blank terminal."""
     screen = session.pane.screen
-    body = "\r\n".join(line.rstrip() for line in screen.lines())
+    lines = screen.lines()
+    styles = screen.styles()
+    body = "\r\n".join(_styled(line, runs).rstrip() for line, runs in zip(lines, styles, strict=False))
     cursor = screen.cursor
     return (f"\x1b[0m\x1b[H\x1b[2J{body}\x1b[{cursor.row + 1};{cursor.col + 1}H"
             + ("\x1b[?25l" if cursor.hidden else "\x1b[?25h")).encode()

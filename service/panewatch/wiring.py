@@ -4,6 +4,7 @@ engine the same way, so an option added to ``Settings`` reaches all of them."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 from .config import Settings
@@ -22,14 +23,16 @@ def build_store(settings: Settings) -> ManifestStore:
 
 
 def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
-                 private: Path | None = None) -> Engine:
-    """The engine; by default on the pty host with a reaper in the state folder (``private``, else
-    ``state_dir(settings)``), so every process of a pane dies with it and with the server."""
-    host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
+                 hosts: Mapping[str, PaneHost] | None = None, private: Path | None = None) -> Engine:
+    """The engine ``settings`` describe: ``hosts`` by kind (the first is the default), else ``host``,
+    else the pty host with a reaper in the state folder (``private``, else ``state_dir(settings)``),
+    so every process of a pane dies with it and with the server."""
+    if hosts is None:
+        host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
                         command=settings.notify_command)
     return Engine(
-        store or build_store(settings), host=host, sweep_ms=settings.sweep_ms, mode=settings.mode,
+        store or build_store(settings), host=host, hosts=hosts, sweep_ms=settings.sweep_ms, mode=settings.mode,
         settle_ms=settings.settle_ms, cap_ms=settings.cap_ms, change_bytes=settings.change_bytes,
         report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,

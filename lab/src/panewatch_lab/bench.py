@@ -15,7 +15,11 @@ The server under test is always a separate process, so its CPU time is read from
    duration and event-loop lag (``bench_probe``: the same app plus a probe route);
 3. flood — ``yes`` in one pane while M agents change state: their delay with and without
    the flood, ``GET /api/sessions`` latency, bytes emulated per second;
-4. throughput — MB/s of each emulator on synthetic agent output and real captures.
+4. throughput — MB/s of each emulator on synthetic agent output and real captures;
+5. replay — N panes replaying the real CLIs' captures (``bench_replay``: the engine as the
+   service builds it, on the in-memory host, in a process of its own): CPU, RSS per pane,
+   state-change delay, event-loop lag, per backend and mode, beside the replay driver's own
+   cost in the same run.
 """
 
 from __future__ import annotations
@@ -481,7 +485,64 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
 
 # -- the command ------------------------------------------------------------------------------
 
-SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster")
+# -- 5. replay -------------------------------------------------------------------------------
+
+
+def _replay_once(opts: argparse.Namespace, panes: int, backend: str, mode: str, driver_only: bool) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "panewatch_lab.bench_replay", "--panes", str(panes), "--backend", backend,
+            "--mode", mode, "--seconds", str(opts.replay_seconds), "--warmup", str(opts.replay_warmup),
+            "--captures", *map(str, opts.replay_captures)]
+    if driver_only:
+        argv.append("--driver-only")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env,
+                          timeout=120 + 4 * (opts.replay_seconds + opts.replay_warmup) + panes / 10)
+    if proc.returncode != 0:
+        raise RuntimeError(f"replay {panes} {backend} {mode} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def scenario_replay(opts: argparse.Namespace, backend_list: list[str]) -> list[dict[str, Any]]:
+    """Each size: the driver alone (baseline), then every backend in every mode, one process each."""
+    rows = []
+    for n in opts.replay_sizes:
+        rows.append(_replay_once(opts, n, "pyte", "change", driver_only=True))
+        for backend in backend_list:
+            for mode in opts.replay_modes:
+                rows.append(_replay_once(opts, n, backend, mode, driver_only=False))
+                print(f"  replay {n} panes {backend} {mode}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
+    print(f"\n## 5. Real-traffic replay (the CLIs' captures, frame by frame; {opts.replay_seconds:.0f} s window "
+          f"after {opts.replay_warmup:.0f} s; one process per row, engine without HTTP)")
+    print(f"{'backend':<9}{'mode':<8}{'panes':>6}{'CPU (1 core)':>13}{'minus driver':>13}{'RSS/pane':>11}"
+          f"{'B/s/pane':>9}{'change p50':>11}{'p99':>8}{'max':>8}{'missed':>9}{'lag p99':>9}{'lag max':>9}{'reads/s':>9}")
+    driver = {r["panes"]: r for r in rows if r["driver_only"]}
+    for r in rows:
+        base = driver.get(r["panes"], {}).get("cpu", 0.0)
+        label = ("driver", "alone") if r["driver_only"] else (r["backend"], r["mode"])
+        net = "" if r["driver_only"] else f"{(r['cpu'] - base) * 100:.1f}%"
+        print(f"{label[0]:<9}{label[1]:<8}{r['panes']:>6}{r['cpu'] * 100:>12.1f}%{net:>13}"
+              f"{r['rss_per_pane'] / 2**20:>8.2f} MB{r['bytes_per_s_per_pane']:>9.0f}"
+              f"{ms(r['change_p50']):>11}{ms(r['change_p99']):>8}{ms(r['change_max']):>8}"
+              f"{r['missed']:>5}/{r['changes']:<3}{ms(r['lag_p99']):>9}{ms(r['lag_max']):>9}"
+              f"{r['classifications_per_s']:>9.0f}")
+    by = {(r["backend"], r["mode"], r["panes"]): r for r in rows if not r["driver_only"]}
+    for n in opts.replay_sizes:
+        parts = []
+        for b in {r["backend"] for r in rows if not r["driver_only"]}:
+            if (b, "change", n) in by and (b, "sweep", n) in by:
+                parts.append(f"{b} change/sweep CPU {ratio(by[(b, 'change', n)]['cpu'], by[(b, 'sweep', n)]['cpu'])}")
+        for mode in opts.replay_modes:
+            if ("ghostty", mode, n) in by and ("pyte", mode, n) in by:
+                parts.append(f"{mode} ghostty/pyte CPU {ratio(by[('ghostty', mode, n)]['cpu'], by[('pyte', mode, n)]['cpu'])}")
+        if parts:
+            print(f"{n} panes: " + "; ".join(sorted(parts)))
+
+
+SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster", "replay")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -510,7 +571,18 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--captures", type=Path, nargs="+", default=[Path("fixtures"), Path("notes/raw")], metavar="DIR",
                    help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
                         "the working directory; missing ones are skipped)")
+    p.add_argument("--replay-sizes", type=int, nargs="+", default=[200, 500, 1000], dest="replay_sizes",
+                   help="replay: pane counts (default 200 500 1000)")
+    p.add_argument("--replay-modes", nargs="+", choices=["change", "sweep"], default=["change", "sweep"],
+                   dest="replay_modes")
+    p.add_argument("--replay-seconds", type=float, default=10.0, dest="replay_seconds")
+    p.add_argument("--replay-warmup", type=float, default=4.0, dest="replay_warmup",
+                   help="replay: seconds over which panes start (random offsets) before measuring")
+    p.add_argument("--replay-captures", type=Path, nargs="+", default=[Path("fixtures")], dest="replay_captures",
+                   metavar="DIR", help="replay: folders of captures with truth.toml (default fixtures/)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    p.add_argument("--plot", metavar="PNG", help="replay: also draw CPU and state-change p99 against panes "
+                   "(needs matplotlib: pip install './lab[plot]')")
     from .bench_cluster import add_arguments
 
     add_arguments(p)
@@ -522,6 +594,8 @@ def apply_quick(opts: argparse.Namespace) -> None:
     opts.sizes, opts.window, opts.warmup = [min(min(opts.sizes), 3)], min(opts.window, 2.0), min(opts.warmup, 1.0)
     opts.flood_agents, opts.flood_seconds = min(opts.flood_agents, 3), min(opts.flood_seconds, 3.0)
     opts.feed_kb, opts.min_seconds = min(opts.feed_kb, 40), min(opts.min_seconds, 0.05)
+    opts.replay_sizes = [min(min(opts.replay_sizes), 4)]
+    opts.replay_seconds, opts.replay_warmup = min(opts.replay_seconds, 3.0), min(opts.replay_warmup, 1.0)
     opts.cluster_sessions, opts.cluster_seconds = min(opts.cluster_sessions, 2), min(opts.cluster_seconds, 3.0)
     opts.cluster_nodes, opts.cluster_per_node = min(opts.cluster_nodes, 2), min(opts.cluster_per_node, 10)
 
@@ -548,6 +622,14 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures)
         out["throughput"] = [r.__dict__ for r in rows]
         print_throughput(rows, opts)
+    if "replay" in opts.only:
+        out["replay"] = scenario_replay(opts, scale_backends)
+        print_replay(out["replay"], opts)
+        if opts.plot:
+            from .bench_plot import plot_replay
+
+            drawn = plot_replay(out["replay"], Path(opts.plot), f"panewatch bench --only replay ({os.cpu_count()} CPUs)")
+            print(f"picture: {opts.plot}" if drawn else "picture: not drawn (matplotlib missing: pip install './lab[plot]')")
     if "cluster" in opts.only:
         from .bench_cluster import print_cluster, scenario_cluster
 

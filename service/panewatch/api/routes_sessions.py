@@ -8,9 +8,8 @@ from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response, StreamingResponse
 
 from .. import transcript as transcripts
-from ..engine import Engine
+from ..engine import Engine, SessionSpec
 from ..errors import InvalidRequest
-from ..session import SessionSpec
 from .deps import engine_of, require_token, settle
 from .models import AnswerBody, NewSession, ResizeBody, SendBody
 

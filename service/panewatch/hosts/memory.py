@@ -116,6 +116,10 @@ class MemoryHandle:
         else:
             self.sink.on_output(data)
 
+    def status(self, state: str, detail: str = "") -> None:
+        """The host itself knows the state (as an ACP host does)."""
+        self.sink.on_status(state, detail)
+
     def exit(self, code: int | None, reason: str = "") -> None:
         """The agent is gone (``code`` None: lost without a status)."""
         if self.returncode is not None:
