@@ -30,7 +30,6 @@ class ScreenLike(Protocol):
     rows: int
     cols: int
     seq: int
-    errors: int
 
     def feed(self, data: bytes) -> None: ...
     def feed_text(self, text: str) -> None: ...
@@ -48,6 +47,10 @@ class ScreenLike(Protocol):
     def alternate(self) -> bool: ...
     @property
     def mid_frame(self) -> bool: ...
+    @property
+    def errors(self) -> int:
+        """Sequences lost to a contained exception; read-only here, as ``Screen`` derives it."""
+        ...
 
 
 ScreenFactory = Callable[..., ScreenLike]

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import re
+import sys
 import time
-from array import array
 import tomllib
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from re import _constants as _c  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
@@ -69,7 +69,7 @@ _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MA
 _MAXCP = 0x10FFFF
 
 
-@lru_cache(maxsize=None)
+@cache
 def _category_ranges(category: str) -> tuple[tuple[int, int], ...]:
     r"""Code-point ranges of Python's Unicode ``\s``/``\w``/``\d`` (or a negation), found by
     ``re`` itself over every code point: RE2 gets exactly the set Python would match."""
@@ -109,7 +109,7 @@ def _complement(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _class_ranges(items: list) -> list[tuple[int, int]]:
+def _class_ranges(items: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
     """The code points a parsed ``[...]`` (or ``\\s`` etc.) matches, case-sensitively."""
     negate = False
     ranges: list[tuple[int, int]] = []
@@ -284,7 +284,7 @@ class _Re2Pattern:
     search it (the wrapper's own ``str`` path re-encodes per call, twice the cost)."""
 
     engine = "re2"
-    __slots__ = ("pattern", "_compiled")
+    __slots__ = ("_compiled", "pattern")
     _last: tuple[str, bytes] = ("", b"")
 
     def __init__(self, pattern: str, compiled: Any) -> None:
@@ -301,7 +301,7 @@ class _Re2Pattern:
 class _Re2Match:
     """The part of ``re.Match`` rules read: the matched text and where it starts."""
 
-    __slots__ = ("_data", "_start", "_end")
+    __slots__ = ("_data", "_end", "_start")
 
     def __init__(self, data: bytes, start: int, end: int) -> None:
         self._data, self._start, self._end = data, start, end
@@ -516,6 +516,10 @@ NO_MATCH = "no rule matched: idle by default (never blocked)"
 #: memo is cleared when full, so a flood of distinct texts costs at most one search each.
 MEMO_SIZE = 256
 
+#: One classification's memo, so rules sharing a region cut it once: the region's text under
+#: ``(region, last)``, and the horizontal-rule line indexes under ``"rules"``.
+_RegionCache = dict[tuple[str, int | None] | str, Any]
+
 
 @dataclass
 class CompiledRule:
@@ -528,7 +532,10 @@ class CompiledRule:
     @classmethod
     def build(cls, rule: Rule) -> CompiledRule:
         flags = re.MULTILINE | (re.IGNORECASE if rule.ignore_case else 0)
-        comp = lambda ps: [compile_rule_pattern(p, flags) for p in ps]  # noqa: E731
+
+        def comp(patterns: list[str]) -> list[Any]:
+            return [compile_rule_pattern(p, flags) for p in patterns]
+
         return cls(rule, comp(rule.any), comp(rule.all), comp(rule.not_))
 
     @property
@@ -589,7 +596,7 @@ class CompiledManifest:
     def build(cls, manifest: Manifest, path: Path | None = None, mtime_ns: int = 0) -> CompiledManifest:
         return cls(manifest, [CompiledRule.build(r) for r in manifest.rules], path, mtime_ns)
 
-    def _region_text(self, cache: dict, rule: Rule, lines: Sequence[str], title: str, cursor_row: int | None) -> str:
+    def _region_text(self, cache: _RegionCache, rule: Rule, lines: Sequence[str], title: str, cursor_row: int | None) -> str:
         key = (rule.region, rule.last)
         text = cache.get(key)
         if text is None:
@@ -606,7 +613,7 @@ class CompiledManifest:
 
     def classify(self, lines: Sequence[str], title: str = "", cursor_row: int | None = None) -> Verdict:
         """First matching rule wins; no match means idle."""
-        cache: dict = {}
+        cache: _RegionCache = {}
         for compiled in self.rules:
             text = self._region_text(cache, compiled.rule, lines, title, cursor_row)
             found = compiled.memo.get(text)
@@ -631,7 +638,7 @@ class CompiledManifest:
 
     def explain(self, lines: Sequence[str], title: str = "", cursor_row: int | None = None) -> list[RuleTrace]:
         """Every rule in order, matched or not, with the text that matched."""
-        cache: dict = {}
+        cache: _RegionCache = {}
         traces = []
         for compiled in self.rules:
             rule = compiled.rule
@@ -806,7 +813,7 @@ class ManifestStore:
         self.generation += 1
         return errors
 
-    def _resolve(self, manifest: Manifest, plain: dict, seen: set[str]) -> Manifest:
+    def _resolve(self, manifest: Manifest, plain: dict[str, tuple[Path, int, Manifest]], seen: set[str]) -> Manifest:
         if manifest.extends is None:
             return manifest
         if manifest.extends in seen or manifest.extends == manifest.agent:

@@ -81,8 +81,8 @@ REP_BURST = 16384
 # The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
 # (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
 _SPECIAL = re.compile(
-    r"""
-    \x1b\[ (?P<csi_long>[\x20-\x3f]{%d,}) [\x40-\x7e]?
+    rf"""
+    \x1b\[ (?P<csi_long>[\x20-\x3f]{{{MAX_SEQUENCE},}}) [\x40-\x7e]?
   | (?P<kitty_query>\x1b\[\?u)
   | \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
   | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
@@ -91,7 +91,7 @@ _SPECIAL = re.compile(
   | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
   | \x1b (?P<str_intro>[P_^X])
   | \x1b\] (?P<osc_open>)
-    """ % MAX_SEQUENCE,
+    """,
     re.VERBOSE,
 )
 
@@ -205,7 +205,7 @@ class _Rows:
     moved all rows per line feed, O(rows) per byte of a ``yes`` flood (500 rows: ~1 s per
     16 KiB). Missing rows are created by ``default_factory`` as in pyte's ``defaultdict``."""
 
-    __slots__ = ("_rows", "_off", "default_factory")
+    __slots__ = ("_off", "_rows", "default_factory")
 
     def __init__(self, default_factory: Callable[[], Any]) -> None:
         self._rows: dict[int, Any] = {}
@@ -283,11 +283,10 @@ class _PaneScreen(pyte.Screen):
 
     def reset(self) -> None:
         super().reset()
-        self.buffer = _Rows(lambda: StaticDefaultDict(self.default_char))  # type: ignore[assignment]
-        self.all_dirty = True
-
-    def mark_all_dirty(self) -> None:
-        """Every row must be redrawn (cheaper than adding each row to ``dirty`` per scroll)."""
+        # pyte types ``buffer`` as a dict; ``_row_buffer`` is the same object typed as what it is,
+        # for the calls a dict lacks (``scroll``, ``default_factory``).
+        self._row_buffer = _Rows(lambda: StaticDefaultDict(self.default_char))
+        self.buffer = self._row_buffer  # type: ignore[assignment]  # _Rows does the dict calls pyte makes
         self.all_dirty = True
 
     def index(self) -> None:
@@ -295,7 +294,7 @@ class _PaneScreen(pyte.Screen):
         top, bottom = self._region()
         if self.cursor.y == bottom:
             if top == 0 and bottom == self.lines - 1:
-                self.buffer.scroll(1, self.lines)
+                self._row_buffer.scroll(1, self.lines)
             else:
                 self._shift_rows(top, bottom, 1)
             self.all_dirty = True
@@ -306,7 +305,7 @@ class _PaneScreen(pyte.Screen):
         top, bottom = self._region()
         if self.cursor.y == top:
             if top == 0 and bottom == self.lines - 1:
-                self.buffer.scroll(-1, self.lines)
+                self._row_buffer.scroll(-1, self.lines)
             else:
                 self._shift_rows(top, bottom, -1)
             self.all_dirty = True
@@ -501,7 +500,7 @@ class _PaneScreen(pyte.Screen):
                 self._cached += len(new)
                 for ch in new:
                     cells[ch] = _with_data(attrs, ch)
-            self.buffer[cursor.y].update(zip(range(x, x + take), map(cells.__getitem__, chunk)))
+            self.buffer[cursor.y].update(zip(range(x, x + take), map(cells.__getitem__, chunk), strict=True))
             cursor.x = x + take
             i += take
         self.dirty.add(cursor.y)
@@ -536,7 +535,7 @@ class _PaneScreen(pyte.Screen):
         self.all_dirty = True
         if how == 2:  # every row blank in the erase attributes: one clear, rows made on demand
             self.buffer.clear()
-            self.buffer.default_factory = (lambda: StaticDefaultDict(self.default_char)) \
+            self._row_buffer.default_factory = (lambda: StaticDefaultDict(self.default_char)) \
                 if attrs == self.default_char else (lambda: StaticDefaultDict(attrs))
             return
         lo, hi = (self.cursor.y + 1, self.lines) if how == 0 else (0, self.cursor.y)
@@ -573,7 +572,7 @@ class _PaneScreen(pyte.Screen):
         buf = self.buffer
         self.all_dirty = True
         if top == 0 and bottom == self.lines - 1:
-            buf.scroll(count, self.lines)
+            self._row_buffer.scroll(count, self.lines)
             return
         rows = {y: buf.pop(y) for y in [y for y in buf if top <= y <= bottom]}
         for y, row in rows.items():
@@ -634,7 +633,7 @@ class _PaneScreen(pyte.Screen):
         self.ensure_vbounds()
 
     def set_margins(self, top: int | None = None, bottom: int | None = None) -> None:
-        if top is not None and top > self.lines or bottom is not None and bottom > self.lines:
+        if (top is not None and top > self.lines) or (bottom is not None and bottom > self.lines):
             bottom = min(bottom or self.lines, self.lines)  # xterm clamps the bottom to the screen
             top = min(top or 1, self.lines)
         super().set_margins(top, bottom)
@@ -649,7 +648,7 @@ class _PaneScreen(pyte.Screen):
         if lines < self.lines:
             drop = max(0, self.cursor.y - (lines - 1))
             if drop:
-                self.buffer.scroll(drop, self.lines)
+                self._row_buffer.scroll(drop, self.lines)
                 self.cursor.y -= drop
             for y in [y for y in self.buffer if y >= lines]:
                 del self.buffer[y]
@@ -762,7 +761,9 @@ def _guarded(name: str) -> Callable[..., None]:
 class _PaneStream(pyte.Stream):
     """pyte's parser, with the CSI finals pyte lacks routed to the screen."""
 
-    csi = {**pyte.Stream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_last"}
+    # Unannotated like pyte's own ``Stream.csi`` (an instance attribute to mypy, so ClassVar would
+    # clash); never mutated: pyte reads it once per stream to build its dispatch table.
+    csi = {**pyte.Stream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_last"}  # noqa: RUF012
 
 
 for _name in set(_PaneStream.csi.values()):
@@ -825,7 +826,9 @@ class Screen:
         if self._carry:
             text, self._carry = self._carry + text, ""
         if self._skip_csi:
-            end = _CSI_REST.match(text).end()
+            rest = _CSI_REST.match(text)
+            assert rest is not None  # every part of the pattern is optional: it matches at any start
+            end = rest.end()
             self._skip_csi = end == len(text) and not (end and "\x40" <= text[end - 1] <= "\x7e")
             text = text[end:]
         if self._in_string is not None:
@@ -916,11 +919,11 @@ class Screen:
         right after one, only when the terminal answers that query."""
         nums = [int(p) if p.isdigit() else 0 for p in params.split(";")] if params else []
         if prefix == ">":
-            self.kitty_flags = (self.kitty_flags + [nums[0] if nums else 0])[-16:]
+            self.kitty_flags = [*self.kitty_flags, nums[0] if nums else 0][-16:]
         elif prefix == "<":
             del self.kitty_flags[len(self.kitty_flags) - min(len(self.kitty_flags), nums[0] if nums else 1):]
         elif prefix == "=":
-            flags, how = (nums + [0, 1])[:2] if nums else (0, 1)
+            flags, how = [*nums, 0, 1][:2] if nums else (0, 1)
             current = self.kitty_flags[-1] if self.kitty_flags else 0
             new = flags if how == 1 else (current | flags if how == 2 else current & ~flags)
             self.kitty_flags = (self.kitty_flags[:-1] if self.kitty_flags else []) + [new]

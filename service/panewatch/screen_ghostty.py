@@ -48,7 +48,7 @@ _CELL_W, _CELL_H = 8, 16
 _XTVERSION_BUF = ffi.new("char[]", _XTVERSION)
 
 
-@ffi.callback("GhosttyTerminalDeviceAttributesFn")
+@ffi.callback("GhosttyTerminalDeviceAttributesFn")  # type: ignore[untyped-decorator]  # cffi has no types
 def _device_attributes(_term: Any, _userdata: Any, out: Any) -> bool:
     out.primary.conformance_level = _DA1_LEVEL
     for i, feature in enumerate(_DA1_FEATURES):
@@ -59,12 +59,12 @@ def _device_attributes(_term: Any, _userdata: Any, out: Any) -> bool:
     return True
 
 
-@ffi.callback("GhosttyTerminalXtversionFn")
+@ffi.callback("GhosttyTerminalXtversionFn")  # type: ignore[untyped-decorator]  # cffi has no types
 def _xtversion(_term: Any, _userdata: Any) -> Any:
     return (ffi.cast("uint8_t*", _XTVERSION_BUF), len(_XTVERSION))
 
 
-@ffi.callback("GhosttyTerminalSizeFn")
+@ffi.callback("GhosttyTerminalSizeFn")  # type: ignore[untyped-decorator]  # cffi has no types
 def _size(term: Any, _userdata: Any, out: Any) -> bool:
     value = ffi.new("uint16_t*")
     if lib.ghostty_terminal_get(term, lib.GHOSTTY_TERMINAL_DATA_ROWS, value):
@@ -80,11 +80,11 @@ def _size(term: Any, _userdata: Any, out: Any) -> bool:
 def _colour(colour: Any) -> str:
     """A ``GhosttyStyleColor`` as pyte names it ("" = the default colour)."""
     if colour.tag == lib.GHOSTTY_STYLE_COLOR_PALETTE:
-        n = colour.value.palette
+        n: int = colour.value.palette
         return _ANSI_NAMES[n] if n < 16 else FG_BG_256[n]
     if colour.tag == lib.GHOSTTY_STYLE_COLOR_RGB:
         rgb = colour.value.rgb
-        return "%02x%02x%02x" % (rgb.r, rgb.g, rgb.b)
+        return f"{rgb.r:02x}{rgb.g:02x}{rgb.b:02x}"
     return ""
 
 
@@ -98,7 +98,7 @@ def _mark_runs() -> re.Pattern[str]:
                 start = cp
             prev = cp
             continue
-        if start >= 0 and prev == cp - 1 or cp == -1 and start >= 0:
+        if (start >= 0 and prev == cp - 1) or (cp == -1 and start >= 0):
             ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
             start = -2
     return re.compile(f"[{''.join(ranges)}]{{{MAX_COMBINING + 1},}}")
@@ -142,7 +142,7 @@ class GhosttyScreen:
         self._term = pyghostty.Terminal(cols=cols, rows=rows, scrollback=0)
         self._t = self._term._t[0]
         for option, rgb in _COLOURS:
-            lib.ghostty_terminal_set(self._t, option, ffi.new("GhosttyColorRgb*", dict(zip("rgb", rgb))))
+            lib.ghostty_terminal_set(self._t, option, ffi.new("GhosttyColorRgb*", dict(zip("rgb", rgb, strict=True))))
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_DEVICE_ATTRIBUTES, _device_attributes)
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_XTVERSION, _xtversion)
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_SIZE, _size)
@@ -237,7 +237,8 @@ class GhosttyScreen:
         for x, y, ref in ((0, 0, "start"), (self.cols - 1, self.rows - 1, "end")):
             self._point.value.x, self._point.value.y = x, y
             if self._grid_ref(self._t, self._point[0], ffi.addressof(self._selection, ref)):
-                return self._term.text()
+                fallback: str = self._term.text()
+                return fallback
         while True:
             res = lib.ghostty_terminal_selection_format_buf(self._t, self._format[0], self._text_buf,
                                                             len(self._text_buf), self._text_len)
@@ -245,8 +246,10 @@ class GhosttyScreen:
                 break
             self._text_buf = ffi.new("uint8_t[]", max(self._text_len[0], 2 * len(self._text_buf)))
         if res:
-            return self._term.text()
-        return ffi.buffer(self._text_buf, self._text_len[0])[:].decode("utf-8", "replace")
+            fallback = self._term.text()
+            return fallback
+        text: bytes = ffi.buffer(self._text_buf, self._text_len[0])[:]
+        return text.decode("utf-8", "replace")
 
     def text(self) -> str:
         """The visible rows joined by newlines."""
@@ -305,24 +308,25 @@ class GhosttyScreen:
     def title(self) -> str:
         if lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_TITLE, self._title) or not self._title.len:
             return ""
-        return ffi.buffer(self._title.ptr, self._title.len)[:].decode("utf-8", "replace")
+        title: bytes = ffi.buffer(self._title.ptr, self._title.len)[:]
+        return title.decode("utf-8", "replace")
 
     @property
     def alternate(self) -> bool:
         """True while the program shows its alternate screen."""
         value = ffi.new("int*")
         lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, value)
-        return value[0] == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE
+        return bool(value[0] == lib.GHOSTTY_TERMINAL_SCREEN_ALTERNATE)
 
     @property
     def mid_frame(self) -> bool:
         """True between ``ESC[?2026h`` and ``ESC[?2026l``: a repaint is in progress."""
-        return self._term.mode(2026)
+        return bool(self._term.mode(2026))
 
     def mode(self, number: int, private: bool = True) -> bool:
         """Whether a terminal mode is set (``mode(2004)`` is bracketed paste)."""
         try:
-            return self._term.mode(number, ansi=not private)
+            return bool(self._term.mode(number, ansi=not private))
         except pyghostty.GhosttyError:  # a mode Ghostty does not know is not set
             return False
 
