@@ -195,7 +195,7 @@ class Pane:
     def classify(self, store: ManifestStore, freshness: float) -> Decision:
         """Read the screen now and combine it with the other signals (not recorded)."""
         if self.exact is not None:
-            self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
+            self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
             if self.exited and self.exact.state != State.exited:  # gone before the host said why
                 self.exact = Decision(State.exited, Source.exit, f"exit code {self.exit_code}",
                                       exit_code=self.exit_code)
