@@ -299,6 +299,3 @@ class Panes:
             "bytes_read_by_session": {s.id: s.pane.bytes_read for s in self.sessions.values()},
         }
 
-    def reset_sweep_figures(self) -> None:
-        self.scheduler.sweep_seconds.clear()
-

@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the clients are imported when a scenario runs: `panewatch -
     import httpx
 
 from panewatch import backends
+
 from .bench_streams import run_throughput
 from .loopback import free_port
 
@@ -208,7 +209,7 @@ def agent_command(state_file: Path | None, seed: int, *, spin_only: bool = False
            "--prompt-prob", str(AGENT_PROMPT_PROB), "--question-prob", "0"]
     if state_file is not None:
         cmd += ["--state-file", str(state_file)]
-    return cmd + ["--spin-only"] if spin_only else cmd
+    return [*cmd, "--spin-only"] if spin_only else cmd
 
 
 # -- state events and the agents' truth --------------------------------------------------------
@@ -478,7 +479,7 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
         print(f"{e:<20}" + "".join(f"{by.get((e, s), float('nan')):>22.2f}" for s in streams))
     base = "pyte + wrapper"
     for e in engines:
-        if e != base and ("ghostty" in e or "pyte (bare)" == e):
+        if e != base and ("ghostty" in e or e == "pyte (bare)"):
             print(f"{e} / {base}: " + ", ".join(f"{s} {ratio(by.get((e, s), 0), by.get((base, s), 0))}"
                                                   for s in streams))
 

@@ -40,7 +40,7 @@ from typing import Any
 from panewatch.config import Settings
 from panewatch.events import Event, StateChanged
 from panewatch.fixtures import find_folders, load_folder
-from panewatch.hosts.memory import MemoryHandle, MemoryHost
+from panewatch.hosts.memory import MemoryHost
 from panewatch.session import SessionSpec
 from panewatch.wiring import build_engine
 

@@ -18,14 +18,13 @@ from pathlib import Path
 
 from panewatch.backends import BackendUnavailable
 
-WORDS = ("the quick brown fox jumps over lazy dog agent tool call result running tests passed failed "
-         "file edit read write").split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "agent", "tool", "call", "result", "running", "tests", "passed", "failed", "file", "edit", "read", "write"]
 CHUNK = 4096
 ROWS, COLS = 32, 120
 
 
 def _rgb(rng: random.Random) -> str:
-    return "%d;%d;%d" % (rng.randint(0, 255), rng.randint(0, 255), rng.randint(0, 255))
+    return f"{rng.randint(0, 255)};{rng.randint(0, 255)};{rng.randint(0, 255)}"
 
 
 def plain(n: int, seed: int = 1) -> bytes:
@@ -60,7 +59,7 @@ def _box(rng: random.Random, k: int) -> list[str]:
         rows.append(f"\x1b[38;2;215;119;87m│\x1b[39m \x1b[1m{'>' if j == 0 else ' '}\x1b[22m "
                     f"\x1b[38;2;{_rgb(rng)}m{text:<100}\x1b[39m \x1b[2m{k % 1000:>8}\x1b[22m    "
                     "\x1b[38;2;215;119;87m│\x1b[39m")
-    return rows + ["\x1b[38;2;215;119;87m╰" + "─" * 116 + "╯\x1b[39m"]
+    return [*rows, "\x1b[38;2;215;119;87m╰" + "─" * 116 + "╯\x1b[39m"]
 
 
 def ink_repaint(n: int, seed: int = 1) -> bytes:

@@ -147,8 +147,8 @@ class AcpHost:
     kind = "acp"
     survives_restart = False
 
-    def __init__(self, timeouts: Timeouts = Timeouts()) -> None:
-        self.timeouts = timeouts
+    def __init__(self, timeouts: Timeouts | None = None) -> None:
+        self.timeouts = timeouts or Timeouts()
         self.handles: set[AcpHandle] = set()
 
     async def start(self) -> None:
