@@ -225,3 +225,36 @@ async def test_the_shipped_permissions_keep_each_node_to_its_own_names(tmp_path:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_node_a_dashboard_shows_every_node_card_with_its_node(three: dict[str, Node], tmp_path: Path) -> None:
+    """Chromium on node a's dashboard: the 30 cards of three nodes, each saying its node."""
+    from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, console_errors
+
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright")
+    a = three["a"]
+    for node in three.values():
+        for i in range(10):
+            node.create(command=QUIET, name=f"{node.name}-{i}")
+    wait_for(lambda: len(a.sessions()) == 30, 10, "all 30 sessions on node a")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("console", console_errors(errors))
+            page.goto(f"http://127.0.0.1:{a.port}/?token={TOKEN}")
+            sync_api.expect(page.locator(".card")).to_have_count(30, timeout=20_000)
+            labels = [t.strip() for t in page.locator(".card .node").all_inner_texts()]
+            # another node's screen is drawn too (its frames come over NATS while watched)
+            remote = page.locator(".card", has_text="c-3")
+            sync_api.expect(remote.locator(".xterm-rows")).to_contain_text("ready", timeout=15_000)
+            assert sorted(labels) == sorted([f"on {n} ·" for n in "abc" for _ in range(10)]), labels
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "cluster-dashboard.png"), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()

@@ -105,6 +105,8 @@ export class Card {
     this.deleteButton = button("Delete", "delete danger", () => this.askDelete());
     this.agentEl = h("span", { class: "agent" });
     this.cwdEl = h("span", { class: "cwd" });
+    // cluster: which machine the session runs on (absent on a lone server)
+    this.nodeEl = h("span", { class: "node", hidden: true });
     this.detailsEl = h("dl", { class: "details" });
     this.exitEl = h("p", { class: "exit", hidden: true });
 
@@ -172,7 +174,8 @@ export class Card {
         h("div", { class: "card-tools" }, this.largeButton, this.deleteButton, this.closeLarge)),
       this.titleEl,
       this.whyEl,
-      h("p", { class: "meta" }, this.agentEl, h("span", { class: "sep", "aria-hidden": "true" }, " · "), this.cwdEl),
+      h("p", { class: "meta" }, this.nodeEl, this.agentEl, h("span", { class: "sep", "aria-hidden": "true" }, " · "),
+        this.cwdEl),
       this.detailsEl,
       this.exitEl,
       this.promptEl,
@@ -202,6 +205,9 @@ export class Card {
     const launched = s.launched_agent && s.launched_agent !== s.agent ? ` (in ${s.launched_agent})` : "";
     this.agentEl.textContent = agent + launched;
     this.agentEl.title = Array.isArray(s.command) ? `command: ${shortCommand(s.command)}` : "";
+    this.nodeEl.hidden = !s.node;
+    this.nodeEl.textContent = s.node ? `on ${s.node} · ` : "";
+    this.nodeEl.title = s.node ? `runs on node ${s.node}` : "";
     this.cwdEl.textContent = shortPath(s.cwd);
     this.cwdEl.title = s.cwd || "";
     if (s.title !== undefined) this.setTitle(s.title);

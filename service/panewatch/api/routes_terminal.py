@@ -274,6 +274,9 @@ async def term(ws: WebSocket, sid: str) -> None:
     if not await ws_admit(ws):
         return
     engine = _local(ws.app.state.engine)
+    if sid not in engine and sid in ws.app.state.engine:  # another node's pane (cluster)
+        await _remote_term(ws, ws.app.state.engine, sid)
+        return
     terminals: Terminals = ws.app.state.terminals
     try:
         # read fresh: everything received so far is on the screen, so history + repaint + what
@@ -456,6 +459,50 @@ async def _run(ws: WebSocket, *coros: Any) -> None:
         if ws.client_state == WebSocketState.CONNECTED:
             with suppress(Exception):
                 await ws.close()
+
+
+async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
+    """Another node's pane, watched from here: its screen frames (which flow over the cluster
+    only while watched) drawn as repaints; no history and no typing (answers go through the
+    guarded ``/answer``, which the owning node checks; type on that node's own dashboard)."""
+    view: dict[str, Any] = {}
+    sent_size: tuple[int, int] | None = None
+
+    async def sender() -> None:
+        nonlocal sent_size
+        async for frame in cluster.screens(sid, styles=True):
+            if frame.get("full"):
+                view.clear()
+                view.update(frame)
+            else:
+                rows, styles = list(view.get("rows", [])), list(view.get("styles", []))
+                for i, row in frame.get("changed", {}).items():
+                    if int(i) < len(rows):
+                        rows[int(i)] = row
+                for i, style in frame.get("changed_styles", {}).items():
+                    if int(i) < len(styles):
+                        styles[int(i)] = style
+                view.update({k: v for k, v in frame.items() if k not in ("changed", "changed_styles")},
+                            rows=rows, styles=styles)
+            size = (view["size"]["rows"], view["size"]["cols"])
+            if size != sent_size:
+                await ws.send_text(json.dumps({"type": "hello" if sent_size is None else "size", "rows": size[0],
+                                               "cols": size[1], "history_bytes": 0}))
+                sent_size = size
+            await ws.send_bytes(repaint(view))
+            await ws.send_text(json.dumps({"type": "state", "state": view.get("state"), "rule": view.get("rule"),
+                                           "source": view.get("source"), "title": view.get("title", ""),
+                                           "prompt": view.get("prompt"), "rows": size[0], "cols": size[1]}))
+
+    async def receiver() -> None:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            await ws.send_text(json.dumps({"type": "error", "detail": "this session runs on another node: "
+                                           "answer its prompt with the buttons, or type on that node's dashboard"}))
+
+    await _run(ws, sender(), receiver())
 
 
 def _local(engine: Any) -> Engine:
