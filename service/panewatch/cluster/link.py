@@ -141,13 +141,15 @@ class NodeLink:
         try:
             # nats-py retries a refused first connection for ever when reconnection is on:
             # bound it, so a wrong URL or credentials is one clear error at start
-            await asyncio.wait_for(self._nc.connect(
-                servers=[self.opts.url], name=f"panewatch-{self.node}", user_credentials=self.opts.creds,
-                # nats-py annotates both timeouts as int but only hands them to asyncio (floats work)
-                tls=_ssl_context(self.opts), connect_timeout=self.opts.connect_timeout_s,  # type: ignore[arg-type]
-                max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,  # type: ignore[arg-type]
-                disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected,
-                error_cb=self._on_error), self.opts.connect_timeout_s + 1)
+            # nats-py annotates both timeouts as int but only hands them to asyncio (floats work)
+            options: dict[str, Any] = {
+                "servers": [self.opts.url], "name": f"panewatch-{self.node}", "user_credentials": self.opts.creds,
+                "tls": _ssl_context(self.opts), "connect_timeout": self.opts.connect_timeout_s,
+                "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "allow_reconnect": True,
+                "disconnected_cb": self._on_disconnected, "reconnected_cb": self._on_reconnected,
+                "error_cb": self._on_error,
+            }
+            await asyncio.wait_for(self._nc.connect(**options), self.opts.connect_timeout_s + 1)
         except Exception as exc:  # nats-py raises several unrelated types for a refused connect
             await self._nc.close()
             reason = str(self._last_error or exc) or type(exc).__name__
