@@ -31,7 +31,7 @@ def check_private(path: Path, what: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise StateDirError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+        raise StateDirError(f"cannot use the {what} {path}: {exc.strerror or exc}; use another --state-dir") from None
     if st.st_uid != os.getuid():
         raise StateDirError(f"{what} {path} belongs to another user (uid {st.st_uid}); "
                             "use a --state-dir of your own")
