@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to bind; loopback unless you mean it")
     port: int = Field(8765, ge=0, le=65535, description="port to bind (0 picks a free one)")
     token: str | None = Field(None, min_length=8, description="API token; random and printed if unset")
+    state_dir: Path | None = Field(
+        None, description="private folder for the report socket and the pane registry "
+                          "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
         "sweep", description="sweep: classify every sweep_ms; change: shortly after output pauses")
@@ -40,13 +43,16 @@ class Settings(BaseSettings):
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
+    pane_host: Literal["tmux", "pty"] | None = Field(
+        None, description="where agents run: tmux (they outlive a restart of the server; the default when tmux "
+                          "3.2+ is installed) or pty (children of the server)")
     backend: Literal["pyte", "ghostty"] = Field(
         "pyte", description="screen emulator: pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
-    @field_validator("manifests", "transcripts")
+    @field_validator("manifests", "transcripts", "state_dir")
     @classmethod
     def _folder(cls, value: Path | None) -> Path | None:
         if value is not None and value.exists() and not value.is_dir():
