@@ -75,14 +75,17 @@ def agent_env() -> dict[str, str]:
     return env
 
 
-async def measure(seconds: float, tmux_pids: list[int]) -> dict[str, float]:
-    t0, c0 = time.monotonic(), self_cpu()
-    tm0 = sum(cpu_seconds(p) for p in tmux_pids)
+async def measure(seconds: float, tmux_pids: list[int], sinks: list[ScreenSink]) -> dict[str, float]:
+    t0, c0, b0 = time.monotonic(), self_cpu(), sum(s.bytes for s in sinks)
+    tm0 = [cpu_seconds(p) for p in tmux_pids]
     await asyncio.sleep(seconds)
     wall = time.monotonic() - t0
     own = (self_cpu() - c0) / wall * 100
-    tm = (sum(cpu_seconds(p) for p in tmux_pids) - tm0) / wall * 100
-    return {"own_cpu_pct": round(own, 1), "tmux_cpu_pct": round(tm, 1), "total_cpu_pct": round(own + tm, 1)}
+    each = [(cpu_seconds(p) - c) / wall * 100 for p, c in zip(tmux_pids, tm0)]
+    tm = sum(each)
+    return {"own_cpu_pct": round(own, 1), "tmux_cpu_pct": round(tm, 1), "total_cpu_pct": round(own + tm, 1),
+            "tmux_split_pct": [round(x, 1) for x in each],
+            "bytes_per_s": round((sum(s.bytes for s in sinks) - b0) / wall)}
 
 
 async def run_pty(n: int, seconds: float, warm: float, hz: float) -> dict[str, float]:
@@ -91,8 +94,7 @@ async def run_pty(n: int, seconds: float, warm: float, hz: float) -> dict[str, f
     procs = [PtyProcess(agent_argv(hz), rows=32, cols=120, env=agent_env(), on_output=s.on_output,
                         on_exit=lambda code: None, loop=loop) for s in sinks]
     await asyncio.sleep(warm)
-    out = await measure(seconds, [])
-    out["bytes_per_s"] = round(sum(s.bytes for s in sinks) / (warm + seconds))
+    out = await measure(seconds, [], sinks)
     for p in procs:
         await p.terminate(0.5)
         p.close()
@@ -110,8 +112,8 @@ async def run_tmux(n: int, seconds: float, warm: float, hz: float, adopt: int, s
     await asyncio.sleep(warm)
     client_pid = host.control.pid  # type: ignore[union-attr]
     pids = [host.server_pid, client_pid]
-    out = await measure(seconds, pids)  # type: ignore[arg-type]
-    out["bytes_per_s"] = round(sum(s.bytes for s in sinks) / (warm + seconds))
+    out = await measure(seconds, pids, sinks)  # type: ignore[arg-type]
+    out["pauses"] = host.pauses
     out["tmux_rss_mb_per_session"] = round((rss_mb(host.server_pid) + rss_mb(client_pid)) / n, 3)  # type: ignore[arg-type]
     refs = [(p.ref, p.session) for p in panes[:adopt]]
     for p in panes:

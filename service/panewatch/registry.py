@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     rows             INTEGER NOT NULL,
     cols             INTEGER NOT NULL,
     hooks            INTEGER NOT NULL DEFAULT 1,
+    last_screen      TEXT,            -- JSON list of the visible lines at the last state change
     updated          REAL NOT NULL
 )
 """
@@ -84,6 +85,7 @@ class Record:
     why: str | None = None
     exit_code: int | None = None
     hooks: bool = True
+    last_screen: str | None = None  # JSON list of lines: what a lost session still shows
 
     def row(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -749,6 +749,7 @@ class TmuxHost:
         self._buffers = 0
         self._stopping = False
         self.server_pid: int | None = None
+        self.pauses = 0  # panes tmux paused because this server read them too late
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -865,6 +866,7 @@ class TmuxHost:
 
     def _on_notice(self, name: str, args: list[str]) -> None:
         if name == "%pause" and args:
+            self.pauses += 1
             pane = self.panes.get(args[0])
             self._send(f"refresh-client -A {args[0]}:continue")
             if pane is not None:
