@@ -3,17 +3,21 @@ from pathlib import Path
 
 import pytest
 
+from panewatch.engine import Engine
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.runtime import Runtime
 
 # test helpers (scripted agents, servers) live next to the tests
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes tens of seconds (deselect with -m 'not slow')")
+
+
 @pytest.fixture
-async def runtime():
-    """A started runtime with the bundled manifests and a fast sweep."""
-    rt = Runtime(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50)
-    await rt.start()
-    yield rt
-    await rt.stop()
+async def engine():
+    """A started engine on the pty host, with the bundled manifests and a fast sweep."""
+    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50)
+    await eng.start()
+    yield eng
+    await eng.stop()

@@ -26,7 +26,7 @@ class Live:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.ws_base = f"ws://127.0.0.1:{port}"
-        self.runtime = app.state.runtime
+        self.engine = app.state.engine
         self.http = httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
 
     def ws(self, path: str, token: str | None = TOKEN, origin: str | None = None, **kw: Any):

@@ -38,6 +38,10 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         assert ev["source"] == "screen" and ev["rule"] == "permission_dialog" and ev["prev"] == "working"
         assert set(ev) >= {"session", "state", "prev", "source", "rule", "at"}
 
+        screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
+        assert screen["prompt"] == {"kind": "options", "options": [
+            {"option": 1, "label": "Yes", "selected": True}, {"option": 2, "label": "No", "selected": False}]}
+
         r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "hello"})
         assert r.status_code == 409
         assert r.json()["state"] == "blocked" and "blocked" in r.json()["detail"]
@@ -57,7 +61,7 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "next"})
         assert r.status_code == 200
         screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
-        assert set(screen) >= {"rows", "cursor", "state", "rule"}
+        assert set(screen) >= {"rows", "cursor", "state", "rule", "prompt"}
         assert len(screen["rows"]) == 12
 
 
@@ -77,7 +81,9 @@ async def test_session_lifecycle_and_views(live, tmp_path):
         await asyncio.sleep(0.05)
     assert screen["rows"][0] == f"hello from {tmp_path}"
     explain = (await live.http.get(f"/api/sessions/{s['id']}/explain")).json()
-    assert explain["decision"]["state"] == info["state"] or explain["rules"] is not None
+    assert explain["decision"]["state"] == live.engine.get(s["id"])["state"]
+    assert explain["agent"] == "shell" and explain["rules"]
+    assert all({"name", "matched", "reason"} <= set(rule) for rule in explain["rules"])
     assert explain["rows"][0].startswith("hello from")
 
     r = await live.http.post(f"/api/sessions/{s['id']}/resize", json={"rows": 20, "cols": 90})
@@ -117,6 +123,19 @@ async def test_bad_requests_get_a_4xx_with_a_reason_and_the_server_lives_on(live
     assert r.status_code == 422
 
 
+async def test_an_agent_not_reading_its_input_gets_409_not_500(live):
+    s = await live.create(command=bash("stty raw -echo; printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    statuses = []
+    for _ in range(40):  # 100 KB each, into an agent that never reads
+        r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "x" * 100_000, "enter": False})
+        statuses.append(r.status_code)
+        if r.status_code != 200:
+            break
+    assert statuses[-1] == 409, statuses
+    assert "the agent is not reading its input" in r.json()["detail"] and r.json()["state"]
+    assert (await live.http.get("/healthz")).json()["ok"] is True
+
+
 async def test_every_auth_failure_is_refused(live):
     async with httpx.AsyncClient(base_url=live.url) as anon:
         assert (await anon.get("/api/sessions")).status_code == 401
@@ -153,7 +172,7 @@ async def test_every_auth_failure_is_refused(live):
 async def test_report_endpoint_auth_and_validation(live):
     s = await live.create(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
     await live.wait_state(s["id"], "idle")
-    token = live.runtime.get(s["id"]).report_token
+    token = live.engine.report_token(s["id"])
     url = f"/report?session={s['id']}"
     async with httpx.AsyncClient(base_url=live.url) as c:
         auth = {"Authorization": f"Bearer {token}"}
@@ -176,7 +195,7 @@ async def test_report_endpoint_auth_and_validation(live):
 
 async def test_hook_command_reaches_report_with_curl(live, tmp_path):
     """The exact command Claude's hooks run, executed by a shell inside a session."""
-    from panewatch.hooks import REPORT_COMMAND
+    from panewatch.integrations.claude import REPORT_COMMAND
 
     script = tmp_path / "hook.sh"
     script.write_text(f"printf ' ? for shortcuts'; sleep 0.5; "
@@ -199,7 +218,7 @@ async def test_screen_websocket_full_then_changed_rows(live):
             msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
             for k, v in msg.get("changed", {}).items():
                 rows[int(k)] = v
-        live.runtime.get(s["id"]).proc.write(b"abc\r")
+        live.engine.write_keys(s["id"], b"abc\r")
         while not any(r.startswith("two abc") for r in rows):
             msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
             assert msg["full"] is False
@@ -221,7 +240,7 @@ async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
     stuck.transport.pause_reading()  # never read: its socket buffers fill up
     try:
         deadline = time.monotonic() + 30
-        while "END" not in live.runtime.get(s["id"]).screen.text():
+        while "END" not in "\n".join(live.engine.screen(s["id"])["rows"]):
             assert time.monotonic() < deadline, "the agent stalled behind a stuck client"
             await asyncio.sleep(0.05)
         async with live.ws("/ws/state") as ws:

@@ -19,7 +19,7 @@ from panewatch.bench import Delays, EventLog, match_delays, pct
 from panewatch.bench_agent import BLOCKED, IDLE, Painter
 from panewatch.bench_streams import GENERATORS, measure
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.runtime import Runtime
+from panewatch.engine import Engine
 from panewatch.session import SessionSpec
 
 
@@ -120,30 +120,29 @@ def test_throughput_is_measured_for_every_stream():
         assert mbs > 0 and fed == len(data)
 
 
-def test_unknown_backend_is_refused_when_the_runtime_is_made():
+def test_unknown_backend_is_refused_when_the_engine_is_made():
     store = ManifestStore.from_dirs(bundled_manifest_dir(), None)
     with pytest.raises(backends.BackendUnavailable, match="unknown screen backend"):
-        Runtime(store, backend="vt52")
+        Engine(store, backend="vt52")
 
 
-async def test_runtime_gives_sessions_the_configured_backend():
+async def test_engine_gives_sessions_the_configured_backend():
     pytest.importorskip("pyghostty")
     from panewatch.screen_ghostty import GhosttyScreen
 
-    runtime = Runtime(ManifestStore.from_dirs(bundled_manifest_dir(), None), backend="ghostty")
-    await runtime.start()
+    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), None), backend="ghostty")
+    await engine.start()
     try:
-        session = runtime.create(SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"],
-                                             rows=10, cols=40))
-        assert isinstance(session.screen, GhosttyScreen)
+        sid = engine.create(SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"],
+                                        rows=10, cols=40))["id"]
+        assert isinstance(engine.panes.sessions[sid].pane.screen, GhosttyScreen)  # white box: the backend
         for _ in range(100):
-            runtime.classify(session)
-            if "hello from ghostty" in session.screen.text():
+            if engine.screen(sid)["rows"][0] == "hello from ghostty":
                 break
             await asyncio.sleep(0.05)
-        assert session.screen.lines()[0] == "hello from ghostty"
+        assert engine.screen(sid)["rows"][0] == "hello from ghostty"
     finally:
-        await runtime.stop()
+        await engine.stop()
 
 
 def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):

@@ -95,7 +95,7 @@ def test_session_log_lines_carry_the_session_id(tmp_path):
         assert r.status_code == 201, r.text
         sid = r.json()["id"]
         started = service.wait_line(lambda rec: rec["msg"].startswith("started"))
-        assert started["session"] == sid and started["level"] == "info" and started["logger"] == "panewatch.runtime"
+        assert started["session"] == sid and started["level"] == "info" and started["logger"] == "panewatch.engine"
         assert isinstance(started["at"], float)
 
         service.wait_state(sid, "blocked")

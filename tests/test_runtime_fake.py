@@ -1,4 +1,4 @@
-"""The runtime against the lab's fake agent: its own truth file says what the service must see."""
+"""The engine against the lab's fake agent: its own truth file says what the service must see."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.runtime import Conflict
+from panewatch.errors import Conflict
 from panewatch.session import SessionSpec
 
 
@@ -28,47 +28,53 @@ async def until(predicate, timeout: float = 15.0, step: float = 0.02):
         await asyncio.sleep(step)
 
 
-async def test_fake_agent_session_follows_its_truth_through_prompts(runtime, tmp_path):
+async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_path):
     state_file = tmp_path / "truth.jsonl"
     argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", "3", "--speed", "6",
             "--prompt-prob", "1", "--state-file", str(state_file)]
-    s = runtime.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120))
+    sid = engine.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120))["id"]
+
+    def state() -> str:
+        return engine.get(sid)["state"]
+
     await until(lambda: truth(state_file)[-1:] == ["idle"])
-    await until(lambda: s.decision.state == "idle")
+    await until(lambda: state() == "idle")
     # the agent renames itself after start; the foreground program is re-read while it prints
-    await until(lambda: s.fg is not None and s.fg.name == "fake-agent", timeout=5)
-    assert s.manifest_agent == "fake"
+    await until(lambda: engine.get(sid)["foreground"] == "fake-agent", timeout=5)
+    assert engine.get(sid)["agent"] == "fake"
 
     answered = tasks = 0
     deadline = time.monotonic() + 60
     while (answered < 1 or tasks < 2) and time.monotonic() < deadline:
-        await until(lambda: truth(state_file)[-1] == "idle" and s.decision.state == "idle")
-        await runtime.send(s.id, f"task {tasks}")
+        await until(lambda: truth(state_file)[-1] == "idle" and state() == "idle")
+        await engine.send(sid, f"task {tasks}")
         tasks += 1
         await until(lambda: truth(state_file)[-1] != "idle")
         while truth(state_file)[-1] != "idle":
             if truth(state_file)[-1] == "blocked":
-                await until(lambda: s.decision.state == "blocked")
-                assert s.decision.source == "screen" and s.decision.rule
+                await until(lambda: state() == "blocked")
+                info = engine.get(sid)
+                assert info["source"] == "screen" and info["rule"]
                 with pytest.raises(Conflict):
-                    await runtime.send(s.id, "ignored")
-                result = await runtime.answer(s.id, option=1)
-                assert result.took, s.screen.text()
+                    await engine.send(sid, "ignored")
+                result = await engine.answer(sid, option=1)
+                assert result.took, "\n".join(engine.screen(sid)["rows"])
                 answered += 1
             await asyncio.sleep(0.05)
-    await until(lambda: s.decision.state == "idle", timeout=10)
+    await until(lambda: state() == "idle", timeout=10)
     assert answered >= 1
     states = truth(state_file)
     assert "working" in states and "blocked" in states and states[-1] == "idle"
-    assert s.decision.source == "screen" and s.decision.rule is not None
+    info = engine.get(sid)
+    assert info["source"] == "screen" and info["rule"] is not None
 
 
-async def test_fake_agent_exit_is_seen_and_screen_kept(runtime, tmp_path):
+async def test_fake_agent_exit_is_seen_and_screen_kept(engine, tmp_path):
     argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", "1", "--speed", "20", "--max-tasks", "1",
             "--prompt-prob", "0"]
-    s = runtime.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100))
-    await until(lambda: s.decision.state == "idle")
-    await runtime.send(s.id, "one task")
-    await until(lambda: s.decision.state == "exited", timeout=30)
-    assert s.exit_code == 0
-    assert any(line.strip() for line in s.screen.lines())
+    sid = engine.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100))["id"]
+    await until(lambda: engine.get(sid)["state"] == "idle")
+    await engine.send(sid, "one task")
+    await until(lambda: engine.get(sid)["state"] == "exited", timeout=30)
+    assert engine.get(sid)["exit_code"] == 0
+    assert any(line.strip() for line in engine.screen(sid)["rows"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from panewatch.hooks import CLAUDE_HOOK_EVENTS, REPORT_COMMAND, UnknownPayload, claude_settings, state_from_payload
+from panewatch.integrations.claude import CLAUDE_HOOK_EVENTS, REPORT_COMMAND, UnknownPayload, claude_settings, state_from_payload
 from panewatch.manifest import Verdict
 from panewatch.signals import Report, combine
 
@@ -51,12 +51,12 @@ CASES = [
                          [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_combination_order(screen, rep, changed, shell, expected):
     d = combine(screen, report=rep, now=NOW, freshness=60.0, screen_changed_at=changed, shell_back=shell)
-    assert (d.state, d.source, d.rule) == expected
+    assert (d.state, d.source, d.decided_by) == expected
 
 
 def test_exit_beats_everything():
     d = combine(BLOCKED, report=report("working", 1), now=NOW, exit_code=3, exited=True)
-    assert (d.state, d.source, d.rule) == ("exited", "exit", "3")
+    assert (d.state, d.source, d.decided_by, d.exit_code) == ("exited", "exit", "3", 3)
 
 
 HOOK_CASES = [

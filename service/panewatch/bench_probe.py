@@ -21,6 +21,8 @@ import uvicorn
 
 from .api import create_app
 from .config import Settings
+from .engine import Engine
+from .events import Event, Output
 
 LAG_PERIOD_S = 0.010
 
@@ -31,6 +33,7 @@ class Probe:
     def __init__(self) -> None:
         self.lags: list[float] = []
         self.max_pending = 0
+        self.sweeps_at_reset = 0
 
     async def sample_lag(self) -> None:
         """Schedule a 10 ms sleep over and over and keep how late each wake-up is."""
@@ -42,38 +45,38 @@ class Probe:
             if len(self.lags) > 100_000:
                 del self.lags[:50_000]
 
-    def watch_backlog(self, runtime: Any) -> None:
-        """Note the largest backlog (bytes read, not yet emulated) right after every PTY read,
-        where it peaks: sampled from a timer it is always seen after the feed has drained it."""
-        on_output = runtime._on_output
+    def watch_backlog(self, engine: Engine) -> None:
+        """Note the largest backlog (bytes read, not yet emulated) right after every read, where
+        it peaks: sampled from a timer it is always seen after the feed has drained it."""
 
-        def wrapped(session: Any, data: bytes) -> None:
-            on_output(session, data)
-            if len(session.pending) > self.max_pending:
-                self.max_pending = len(session.pending)
+        def on_event(event: Event) -> None:
+            if isinstance(event, Output):
+                self.max_pending = max(self.max_pending, engine.backlog(event.session))
 
-        runtime._on_output = wrapped
+        engine.subscribe(on_event)
 
 
 def build_app(settings: Settings, probe: Probe) -> Any:
     app = create_app(settings)
-    runtime = app.state.runtime
+    engine: Engine = app.state.engine
 
     @app.get("/bench/probe", include_in_schema=False)
     async def read_probe(reset: bool = False) -> dict[str, Any]:
-        pending = [len(s.pending) for s in runtime.sessions.values()]
+        stats = engine.stats()
+        since_reset = stats["sweeps"] - probe.sweeps_at_reset
+        sweep_seconds = stats["sweep_seconds"][-since_reset:] if since_reset > 0 else []
         out = {
-            "sweeps": runtime.sweeps,
-            "sweep_seconds": list(runtime.sweep_seconds),
+            "sweeps": stats["sweeps"],
+            "sweep_seconds": sweep_seconds,
             "lags": list(probe.lags),
-            "emulated_bytes": runtime.emulated_bytes,
-            "classifications": runtime.classifications,
-            "sessions": len(runtime.sessions),
-            "max_pending": max(probe.max_pending, *pending, 0),
-            "bytes_read": {sid: s.bytes_read for sid, s in runtime.sessions.items()},
+            "emulated_bytes": stats["bytes_emulated"],
+            "classifications": stats["classifications"],
+            "sessions": stats["sessions"],
+            "max_pending": max(probe.max_pending, stats["backlog"]),
+            "bytes_read": stats["bytes_read_by_session"],
         }
         if reset:
-            runtime.sweep_seconds.clear()
+            probe.sweeps_at_reset = stats["sweeps"]
             probe.lags.clear()
             probe.max_pending = 0
         return out
@@ -87,7 +90,7 @@ async def run(settings: Settings) -> None:
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
-    probe.watch_backlog(app.state.runtime)
+    probe.watch_backlog(app.state.engine)
     lag_task = asyncio.ensure_future(probe.sample_lag())
     try:
         await server.serve()

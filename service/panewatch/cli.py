@@ -15,6 +15,7 @@ from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
 from .screen import Screen
+from .states import State
 from .tail import strip_tail
 
 EXIT_USAGE = 2
@@ -236,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("wait", help="wait until a session reaches a state (exit 0), or time out (exit 1)")
     p.add_argument("session", help="session id")
-    p.add_argument("--until", required=True, choices=["blocked", "idle", "working", "exited"])
+    p.add_argument("--until", required=True, choices=[str(state) for state in State])
     p.add_argument("--timeout", type=float, default=None, help="seconds (default: wait forever)")
     p.add_argument("--url", help="service URL (default: $PANEWATCH_URL or http://127.0.0.1:8765)")
     p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN)")

@@ -1,6 +1,6 @@
 """``/metrics`` in the Prometheus text exposition format (version 0.0.4), written by hand.
 
-Why by hand: the runtime already keeps every figure; the format is a few lines of text, and a
+Why by hand: the engine already keeps every figure; the format is a few lines of text, and a
 client library would only keep second copies of the same numbers.
 """
 
@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-STATES = ("blocked", "working", "idle", "exited")
 QUANTILES = (0.5, 0.9, 0.99)
 
 Sample = tuple[str, Mapping[str, str], float]
@@ -48,36 +44,33 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]
 
 
-def exposition(runtime: Runtime, version: str) -> str:
-    """Every figure of the runtime; counters include deleted sessions so they never go down."""
-    sessions = list(runtime.sessions.values())
-    by_state = {state: 0 for state in STATES}
-    for s in sessions:
-        by_state[s.decision.state] = by_state.get(s.decision.state, 0) + 1
-    recent = sorted(runtime.sweep_seconds)
+def exposition(stats: Mapping[str, Any], version: str) -> str:
+    """Every figure of ``Engine.stats()``; counters include deleted sessions so they never go down."""
+    recent = sorted(stats["sweep_seconds"])
     lines: list[str] = []
     lines += family("panewatch_build_info", "gauge", "Version of the running service.",
                     [("panewatch_build_info", {"version": version}, 1)])
     lines += family("panewatch_sessions", "gauge", "Sessions by current state.",
-                    [("panewatch_sessions", {"state": k}, v) for k, v in by_state.items()])
+                    [("panewatch_sessions", {"state": k}, v) for k, v in stats["sessions_by_state"].items()])
     lines += family("panewatch_state_transitions_total", "counter",
                     "State changes, by the signal that decided them.",
                     [("panewatch_state_transitions_total", {"source": k}, v)
-                     for k, v in sorted(runtime.transitions.items())])
+                     for k, v in sorted(stats["transitions"].items())])
     lines += family("panewatch_sweep_duration_seconds", "summary",
                     "Time one classification sweep took (quantiles over the recent sweeps).",
                     [*(("panewatch_sweep_duration_seconds", {"quantile": str(q)}, quantile(recent, q))
                        for q in QUANTILES),
-                     ("panewatch_sweep_duration_seconds_sum", {}, runtime.sweep_seconds_sum),
-                     ("panewatch_sweep_duration_seconds_count", {}, runtime.sweeps)])
+                     ("panewatch_sweep_duration_seconds_sum", {}, stats["sweep_seconds_sum"]),
+                     ("panewatch_sweep_duration_seconds_count", {}, stats["sweeps"])])
     lines += family("panewatch_pty_read_bytes_total", "counter", "Bytes read from the agents' terminals.",
-                    [("panewatch_pty_read_bytes_total", {},
-                      runtime.gone_bytes_read + sum(s.bytes_read for s in sessions))])
+                    [("panewatch_pty_read_bytes_total", {}, stats["bytes_read"])])
     lines += family("panewatch_emulated_bytes_total", "counter", "Bytes fed to the screen emulators.",
-                    [("panewatch_emulated_bytes_total", {},
-                      runtime.emulated_bytes)])
+                    [("panewatch_emulated_bytes_total", {}, stats["bytes_emulated"])])
+    lines += family("panewatch_screen_errors_total", "counter",
+                    "Escape sequences the screen emulators could not apply (the pane kept going).",
+                    [("panewatch_screen_errors_total", {}, stats["screen_errors"])])
     lines += family("panewatch_classifications_total", "counter", "Screens classified.",
-                    [("panewatch_classifications_total", {}, runtime.classifications)])
+                    [("panewatch_classifications_total", {}, stats["classifications"])])
     lines += family("panewatch_notifications_total", "counter", "Notifications sent (blocked, turn done).",
-                    [("panewatch_notifications_total", {}, runtime.notifier.sent)])
+                    [("panewatch_notifications_total", {}, stats["notifications"])])
     return "\n".join(lines) + "\n"

@@ -41,7 +41,7 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
         raise SystemExit(f"panewatch: could not listen on {settings.host}:{settings.port}")
     port = server.servers[0].sockets[0].getsockname()[1]
     if not settings.public_url:
-        app.state.runtime.service_url = f"http://127.0.0.1:{port}"
+        app.state.engine.service_url = f"http://127.0.0.1:{port}"
     url = login_url(settings.host, port, settings.token or "")
     print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
     print(f"Open the dashboard: {url}" if generated else

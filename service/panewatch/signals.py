@@ -16,26 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .manifest import Verdict
+from .states import Decision, Source, State
+
+__all__ = ["Decision", "Report", "combine", "report_is_fresh"]
 
 
 @dataclass(frozen=True)
 class Report:
     """A state an agent reported about itself (from a hook), and when."""
 
-    state: str
+    state: State
     event: str  # hook event name, or "report" for a plain {"state": ...}
     at: float  # loop time it arrived
     detail: str = ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A pane's state and the signal that decided it."""
-
-    state: str
-    source: str  # "screen" | "hook" | "process" | "exit" | "start" (launched, not yet read)
-    rule: str | None  # rule name, hook event, program name, or exit code
-    why: str
 
 
 def report_is_fresh(report: Report | None, now: float, freshness: float, screen_changed_at: float) -> bool:
@@ -58,12 +51,12 @@ def combine(
 ) -> Decision:
     """The pane's state from its signals, in the order the module docstring gives."""
     if exited:
-        return Decision("exited", "exit", str(exit_code), f"the process exited with code {exit_code}")
-    if screen.state == "blocked":
-        return Decision("blocked", "screen", screen.rule, screen.why)
-    if report_is_fresh(report, now, freshness, screen_changed_at):
-        assert report is not None
-        return Decision(report.state, "hook", report.event, report.detail or f"the agent reported {report.event}")
+        return Decision(State.exited, Source.exit, f"the process exited with code {exit_code}", exit_code=exit_code)
+    if screen.state == State.blocked:
+        return Decision(State.blocked, Source.screen, screen.why, rule=screen.rule)
+    if report is not None and report_is_fresh(report, now, freshness, screen_changed_at):
+        return Decision(State(report.state), Source.hook, report.detail or f"the agent reported {report.event}",
+                        event=report.event)
     if shell_back:
-        return Decision("idle", "process", shell_back, f"{shell_back} is back in the foreground")
-    return Decision(screen.state, "screen", screen.rule, screen.why)
+        return Decision(State.idle, Source.process, f"{shell_back} is back in the foreground", program=shell_back)
+    return Decision(State(screen.state), Source.screen, screen.why, rule=screen.rule)

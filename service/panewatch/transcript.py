@@ -88,7 +88,8 @@ class Transcript:
             self._event("r", f"{cols}x{rows}")
 
     def info(self) -> dict[str, Any]:
-        return {"path": str(self.path), "bytes": self.bytes, "truncated": self.truncated, "error": self.error}
+        return {"path": str(self.path), "bytes": self.bytes, "truncated": self.truncated, "error": self.error,
+                "elapsed": round(self.elapsed(), 6)}
 
     def _event(self, kind: str, data: str) -> None:
         at = round(self.elapsed(), 6)

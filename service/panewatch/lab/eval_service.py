@@ -1,14 +1,14 @@
 """A real Panewatch server for the evaluation, and the ways the evaluation watches it.
 
-The server is the production one (``create_app`` + uvicorn on a loopback port, the runtime's
+The server is the production one (``create_app`` + uvicorn on a loopback port, the engine's
 sweep, signals and guarded writes), run in a thread with its own event loop so that nothing
 the evaluation does can delay it. The evaluation looks at it three ways:
 
 * as a client of ``WS /ws/state`` (``watch_states``): the service's verdicts, timed on arrival;
-* through a tap on the session's output (``Session.output_listeners``), attached in the same
-  loop step that creates the session, so the shadow detectors see every byte the service saw;
-* through a wrapper around ``Runtime.report`` that records each hook payload the CLI posts to
-  ``/report`` (then hands it on unchanged).
+* through the engine's ``Output`` events (subscribed before any session exists), so the shadow
+  detectors see every byte the service saw, in the order it saw them;
+* through the engine's ``Reported`` events: each hook payload the CLI posts to ``/report`` and
+  the state it made (None: ignored).
 """
 
 from __future__ import annotations
@@ -28,34 +28,14 @@ import websockets
 
 from panewatch.api import create_app
 from panewatch.config import Settings
-from panewatch.runtime import Runtime
+from panewatch.engine import Engine
+from panewatch.events import Event, Output, Reported
 
 from .eval_log import Recorder
 
 
-class _TapOnCreate:
-    """An ``EventHub`` subscriber that taps a session's output as soon as it is created.
-
-    ``publish`` calls ``put`` synchronously inside ``Runtime.create``, before the loop has had
-    a chance to read a byte from the new PTY, so no output escapes the tap.
-    """
-
-    def __init__(self, runtime: Runtime, tap: Callable[[bytes], None]) -> None:
-        self.runtime, self.tap = runtime, tap
-        self.tapped: set[str] = set()
-
-    def put(self, event: dict[str, Any]) -> None:
-        if event.get("type") != "created":
-            return
-        sid = event["session"]["id"]
-        session = self.runtime.sessions.get(sid)
-        if session is not None and sid not in self.tapped:
-            self.tapped.add(sid)
-            session.output_listeners.append(self.tap)
-
-
 class ServiceHarness:
-    """``with ServiceHarness(recorder, tap) as svc: svc.url, svc.token, svc.runtime``."""
+    """``with ServiceHarness(recorder, tap) as svc: svc.url, svc.token, svc.engine``."""
 
     def __init__(self, recorder: Recorder, tap: Callable[[bytes], None], *, sweep_ms: int = 700) -> None:
         self.recorder = recorder
@@ -65,9 +45,9 @@ class ServiceHarness:
         self.port: int = self._sock.getsockname()[1]
         self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms)
         self.app = create_app(self.settings)
-        self.runtime: Runtime = self.app.state.runtime
-        self.runtime.events.subscribers.add(_TapOnCreate(self.runtime, tap))  # type: ignore[arg-type]
-        self._wrap_reports()
+        self.engine: Engine = self.app.state.engine
+        self._tap = tap
+        self.engine.subscribe(self._on_event)
         self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
         self._thread: threading.Thread | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -80,18 +60,15 @@ class ServiceHarness:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def _wrap_reports(self) -> None:
-        original = self.runtime.report
-
-        def report(sid: str, payload: dict[str, Any]) -> Any:
-            t = time.monotonic()
-            result = original(sid, payload)
-            self.recorder.add("hook", t, session=sid, event=payload.get("hook_event_name") or "report",
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, Output):
+            self._tap(event.data)
+        elif isinstance(event, Reported):
+            payload = event.payload
+            self.recorder.add("hook", time.monotonic(), session=event.session,
+                              event=payload.get("hook_event_name") or "report",
                               notification=payload.get("notification_type"), tool=payload.get("tool_name"),
-                              state=result.state if result else None)
-            return result
-
-        self.runtime.report = report  # type: ignore[method-assign]
+                              state=event.state)
 
     def start(self, timeout: float = 15.0) -> ServiceHarness:
         def serve() -> None:
@@ -110,7 +87,7 @@ class ServiceHarness:
         return self
 
     def submit(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Run ``fn`` on the server's loop (where the runtime lives); its result as a future."""
+        """Run ``fn`` on the server's loop (where the engine lives); its result as a future."""
         assert self.loop is not None
         done: Future[Any] = Future()
 
@@ -124,8 +101,8 @@ class ServiceHarness:
         return done
 
     async def write_direct(self, sid: str, data: bytes) -> None:
-        """Bypass the guarded endpoints: write to the PTY as a keyboard would."""
-        await asyncio.wrap_future(self.submit(lambda: self.runtime.get(sid).proc.write(data)))  # type: ignore[union-attr]
+        """Bypass the guarded endpoints: type into the pane as a keyboard would."""
+        await asyncio.wrap_future(self.submit(lambda: self.engine.write_keys(sid, data)))
 
     def close(self) -> None:
         self._server.should_exit = True

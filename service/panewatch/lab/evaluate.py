@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace, command: str, workdir: Path) -> list[Rec
         driver = ClaudeDriver(binary, workdir, rec, args.rows, args.cols, names)
         tasks = count
     harness = ServiceHarness(rec, lambda data: ticker.put(data), sweep_ms=args.sweep_ms)
-    store = harness.runtime.store
+    store = harness.engine.store
 
     def manifest_now() -> CompiledManifest:
         found = store.get(driver.agent)

@@ -1,4 +1,4 @@
-"""Claude Code hooks: the settings Panewatch adds when it launches the CLI, and what a hook means.
+"""Claude Code: the hooks Panewatch adds when it launches the CLI, and what each hook means.
 
 The hooks are passed with ``--settings`` so they apply to that launch only and the user's own
 hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its JSON
@@ -9,7 +9,13 @@ service that is down must never break the agent.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
+
+from ..signals import Report
+from ..states import State
+from .base import UnknownPayload, is_plain, plain_report
 
 #: Hook events the launcher subscribes to.
 CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Notification", "Stop")
@@ -17,6 +23,9 @@ CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Permissi
 _WORKING = {"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact"}
 _IDLE = {"Stop", "StopFailure", "SessionEnd", "SessionStart"}
 _BLOCKING_NOTIFICATIONS = {"permission_prompt", "elicitation_dialog", "elicitation_url_dialog"}
+
+#: A permission Notification this soon after a PermissionRequest repeats that prompt.
+REDUNDANT_NOTIFICATION_S = 60.0
 
 REPORT_COMMAND = (
     'curl -sS -m 2 -o /dev/null -X POST'
@@ -38,11 +47,7 @@ def claude_settings() -> str:
     return json.dumps({"hooks": hooks}, separators=(",", ":"))
 
 
-class UnknownPayload(ValueError):
-    """Neither a Claude Code hook payload nor a ``{"state": ...}`` report."""
-
-
-def state_from_payload(payload: dict[str, Any]) -> tuple[str | None, str, str]:
+def state_from_payload(payload: Mapping[str, Any]) -> tuple[State | None, str, str]:
     """(state or None to ignore, event name, detail) for a hook payload or a plain report.
 
     ``UserPromptSubmit``/``PreToolUse``/``PostToolUse`` mean working; ``PermissionRequest``
@@ -50,12 +55,9 @@ def state_from_payload(payload: dict[str, Any]) -> tuple[str | None, str, str]:
     (``idle_prompt``...), ``Stop``, ``StopFailure`` and ``SessionEnd`` mean idle.
     Subagent events are ignored: they say nothing about the pane's own prompt.
     """
-    if "state" in payload and "hook_event_name" not in payload:
-        state = payload["state"]
-        if state not in ("blocked", "working", "idle"):
-            raise UnknownPayload(f"state must be blocked, working or idle, not {state!r}")
-        detail = str(payload.get("detail") or payload.get("message") or "")[:200]
-        return state, "report", detail
+    if is_plain(payload):
+        report = plain_report(payload, 0.0)
+        return report.state, report.event, report.detail
     event = payload.get("hook_event_name")
     if not isinstance(event, str) or not event:
         raise UnknownPayload("expected a Claude Code hook payload (hook_event_name) or {\"state\": ...}")
@@ -63,14 +65,40 @@ def state_from_payload(payload: dict[str, Any]) -> tuple[str | None, str, str]:
         return None, event, "subagent event"
     if event == "PermissionRequest":
         tool = payload.get("tool_name") or "a tool"
-        return "blocked", event, f"asks permission to use {tool}"
+        return State.blocked, event, f"asks permission to use {tool}"
     if event == "Notification":
         kind = str(payload.get("notification_type") or "")
         message = str(payload.get("message") or kind)[:200]
-        return ("blocked" if kind in _BLOCKING_NOTIFICATIONS else "idle"), f"Notification:{kind or '?'}", message
+        state = State.blocked if kind in _BLOCKING_NOTIFICATIONS else State.idle
+        return state, f"Notification:{kind or '?'}", message
     if event in _WORKING:
         tool = payload.get("tool_name")
-        return "working", event, f"{event} {tool}" if tool else event
+        return State.working, event, f"{event} {tool}" if tool else event
     if event in _IDLE:
-        return "idle", event, event
+        return State.idle, event, event
     return None, event, "event not used for state"
+
+
+class ClaudeIntegration:
+    """Claude Code's ``--settings`` hooks and its hook payloads."""
+
+    name = "claude"
+
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
+        if os.path.basename(argv[0]) not in processes:
+            return []  # a wrapper script: it may not take --settings
+        return ["--settings", claude_settings()]
+
+    def interpret(self, payload: Mapping[str, Any], now: float, memo: MutableMapping[str, Any]) -> Report | None:
+        state, event, detail = state_from_payload(payload)
+        if state is None:
+            return None
+        if event == "PermissionRequest":
+            memo["permission_requested_at"] = now
+        elif state == State.blocked and event.startswith("Notification:"):
+            asked = memo.get("permission_requested_at")
+            if asked is not None and now - asked < REDUNDANT_NOTIFICATION_S:
+                # Claude repeats a prompt ~6 s later as a permission Notification; when the prompt
+                # was already reported, that repeat can only arrive late (after an answer) and lie
+                return None
+        return Report(state, event, now, detail)

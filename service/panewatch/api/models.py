@@ -1,0 +1,51 @@
+"""Request bodies, validated before any route runs (a bad one is a 422 with the field)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class NewSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str | None = Field(None, description="manifest name; gives the launch command when `command` is absent")
+    command: list[str] | None = Field(None, min_length=1, description="argv; wins over the agent's command")
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    rows: int = Field(32, ge=2, le=500)
+    cols: int = Field(120, ge=10, le=1000)
+    hooks: bool = Field(True, description="add the agent's reporting hooks (Claude Code: --settings)")
+    name: str | None = Field(None, max_length=80)
+
+    @model_validator(mode="after")
+    def _agent_or_command(self) -> NewSession:
+        if not self.agent and not self.command:
+            raise ValueError("give an agent, a command, or both")
+        return self
+
+
+class SendBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(max_length=100_000)
+    enter: bool = Field(True, description="press Enter after the text")
+
+
+class AnswerBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    option: int | None = Field(None, ge=1, le=99)
+    keys: str | None = Field(None, min_length=1, max_length=1000)
+    confirm: bool = Field(False, description="must be true: the user confirmed this answer")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> AnswerBody:
+        if (self.option is None) == (self.keys is None):
+            raise ValueError("give exactly one of option or keys")
+        if not self.confirm:
+            raise ValueError("confirm must be true: answers are only sent once the user confirmed them")
+        return self
+
+
+class ResizeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rows: int = Field(ge=2, le=500)
+    cols: int = Field(ge=10, le=1000)

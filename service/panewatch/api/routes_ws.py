@@ -1,0 +1,89 @@
+"""WebSockets: every state event (``/ws/state``) and one session's screen frames.
+
+Senders never hold up the hosts: the engine's streams skip or resynchronise a slow client
+instead of queueing for it, so a stuck browser costs nothing but its own frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import suppress
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketState
+
+from ..engine import Engine
+from ..errors import UnknownSession
+from .deps import ws_admit
+
+log = logging.getLogger("panewatch.api")
+
+router = APIRouter()
+
+
+@router.websocket("/ws/state")
+async def ws_state(ws: WebSocket) -> None:
+    if not await ws_admit(ws):
+        return
+    engine: Engine = ws.app.state.engine
+    stream = engine.events()
+
+    async def sender() -> None:
+        async for event in stream:
+            await ws.send_json(event.as_dict())
+
+    try:
+        await run_until_closed(ws, sender())
+    finally:
+        stream.close()
+
+
+@router.websocket("/ws/sessions/{sid}/screen")
+async def ws_screen(ws: WebSocket, sid: str) -> None:
+    if not await ws_admit(ws):
+        return
+    engine: Engine = ws.app.state.engine
+    interval = ws.app.state.settings.screen_interval_ms / 1000
+    try:
+        frames: AsyncIterator[dict[str, Any]] = engine.screens(
+            sid, interval=interval, styles=ws.query_params.get("styles") in ("1", "true"))
+    except UnknownSession as exc:
+        await ws.close(code=4404, reason=str(exc))
+        return
+
+    async def sender() -> None:
+        async for frame in frames:
+            await ws.send_json(frame)
+
+    await run_until_closed(ws, sender())
+
+
+async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> None:
+    """Run ``sender`` until the client goes away (reading is how a close is noticed)."""
+
+    async def receiver() -> None:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+
+    send_task = asyncio.ensure_future(sender)
+    recv_task = asyncio.ensure_future(receiver())
+    try:
+        done, pending = await asyncio.wait({send_task, recv_task}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with suppress(asyncio.CancelledError, Exception):
+                await task
+        for task in done:
+            exc = task.exception()
+            if exc and not isinstance(exc, (WebSocketDisconnect, RuntimeError, ConnectionError)):
+                log.warning("websocket ended with %r", exc)
+    finally:
+        if ws.client_state == WebSocketState.CONNECTED:
+            with suppress(Exception):
+                await ws.close()

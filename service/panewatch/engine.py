@@ -1,0 +1,378 @@
+"""The engine's façade: the one surface the API, metrics, the lab and the benchmark use.
+
+Sessions are created, read, written and deleted here; everything below (panes, hosts, the
+scheduler, integrations) is reached only through these methods, the typed events of
+``events.py`` and the errors of ``errors.py``. Read models are plain JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import transcript as transcripts
+from .backends import make_screen, screen_class
+from .clock import Clock, LoopClock
+from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
+from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
+from .hosts.base import HostError, LaunchSpec, PaneHost, SpawnError, WriteRefused
+from .integrations import DEFAULT, integration
+from .integrations.base import is_plain, plain_report
+from .manifest import ManifestStore
+from .notify import Notifier
+from .pane import Pane
+from .panes import Panes
+from .scheduler import Mode, Scheduler, Timing
+from .session import Session, SessionSpec, child_env, expand_command
+from .signals import Report
+from .states import Decision, State
+from .streams import output_stream, screen_frames
+from .transcript import Transcript
+from .views import explain_view, screen_view
+
+log = logging.getLogger("panewatch.engine")
+
+SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    took: bool
+    state: State
+    rule: str | None
+    waited: float
+    keys: str
+
+
+def _check_size(rows: int, cols: int) -> None:
+    if not (2 <= rows <= 500 and 10 <= cols <= 1000):
+        raise InvalidRequest(SIZE_LIMITS)
+
+
+class Engine:
+    """All sessions of one service, behind a narrow surface."""
+
+    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None, sweep_ms: int = 700,
+                 mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
+                 report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
+                 manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
+                 transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
+        screen_class(backend)  # a backend that is not installed fails here, not at the first session
+        if host is None:
+            from .hosts.pty import PtyHost
+            host = PtyHost()
+        self.store, self.host, self.backend, self.wall = store, host, backend, wall
+        self.service_url = service_url
+        self.freshness = report_freshness
+        self.manifest_check_s = manifest_check_s
+        self.timing = Timing(mode=mode, sweep_s=sweep_ms / 1000, settle_s=settle_ms / 1000, cap_s=cap_ms / 1000,
+                             change_bytes=change_bytes)
+        self.transcripts = Path(transcripts) if transcripts else None
+        self.transcript_max_bytes = transcript_max_bytes
+        self.hub = EventHub()
+        self.notifier = notifier or Notifier()
+        self.notifier.subscribe(lambda n: self.hub.publish(Notified(n.__dict__.copy())))
+        self._clock = clock
+        self._panes: Panes | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def panes(self) -> Panes:
+        if self._panes is None:
+            raise Unavailable("the engine is not running")
+        return self._panes
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = self._clock or LoopClock(loop)
+        self._panes = Panes(self, clock)
+        await self.host.start()
+        self._panes.scheduler.start()
+        self._tasks.append(loop.create_task(self._reload_manifests()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._panes is not None:
+            await self._panes.close_all()
+        await self.host.stop()
+        await self.notifier.aclose()
+
+    async def _reload_manifests(self) -> None:
+        """Re-read changed manifests off the event loop; refusals are logged in each pane."""
+        while True:
+            await asyncio.sleep(self.manifest_check_s)
+            for err in await asyncio.to_thread(self.store.reload_if_changed):
+                log.warning("manifest refused, previous version kept: %s", err)
+                for s in self.panes.sessions.values():
+                    if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
+                        log.warning("its manifest %s was refused; the previous version stays in use",
+                                    err.path.name, extra={"session": s.id})
+
+    # -- sessions --------------------------------------------------------------------------
+    def create(self, spec: SessionSpec) -> dict[str, Any]:
+        """Launch a session; its info. A command that cannot start still gives a session,
+        ``exited`` with the error, so the caller can read what went wrong."""
+        manifest = self.store.get(spec.agent) if spec.agent else None
+        if spec.agent and manifest is None:
+            raise InvalidRequest(f"unknown agent {spec.agent!r} (known: {', '.join(self.store.agents())})")
+        if spec.command:
+            argv = list(spec.command)
+        elif manifest is not None and manifest.manifest.command:
+            argv = expand_command(manifest.manifest.command)
+        else:
+            raise InvalidRequest("give a command, or an agent whose manifest has a launch command")
+        if spec.cwd and not os.path.isdir(spec.cwd):
+            raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
+        _check_size(spec.rows, spec.cols)
+        panes = self.panes
+        sid = secrets.token_hex(4)
+        while sid in panes.sessions:
+            sid = secrets.token_hex(4)
+        chosen = integration(manifest.manifest.hooks) if manifest is not None else None
+        if spec.hooks and chosen is not None and manifest is not None:
+            argv += chosen.launch_args(argv, manifest.manifest.processes)
+        pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
+                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+        session = Session(sid, spec, argv, pane, chosen)
+        env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
+                                     "PANEWATCH_REPORT_TOKEN": session.report_token,
+                                     "PANEWATCH_URL": self.service_url})
+        launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
+        panes.add(session)
+        try:
+            session.handle = self.host.spawn(launch, panes.sink(session))
+        except SpawnError as exc:
+            panes.failed(session, str(exc))
+            return session.info()
+        pane.own_pid = session.handle.pid
+        self._record(session)
+        log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
+                 extra={"session": sid})
+        panes.sample_foreground(session)
+        self.hub.publish(Created(session.info()))
+        panes.apply(session, pane.decision, force=True)
+        return session.info()
+
+    def _record(self, session: Session) -> None:
+        """Start the session's asciicast recording, when recordings are on."""
+        if self.transcripts is None:
+            return
+        recording = Transcript(
+            self.transcripts / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
+            max_bytes=self.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
+            command=session.argv, session=session.id)
+        session.transcript = recording
+        self.panes.output_sinks.setdefault(session.id, []).append(recording.output)
+
+    def _session(self, sid: str) -> Session:
+        try:
+            return self.panes.sessions[sid]
+        except KeyError:
+            raise UnknownSession(f"no session {sid!r}") from None
+
+    def get(self, sid: str) -> dict[str, Any]:
+        return self._session(sid).info()
+
+    info = get
+
+    def list(self) -> list[dict[str, Any]]:
+        return [s.info() for s in self.panes.sessions.values()]
+
+    def __contains__(self, sid: object) -> bool:
+        return self._panes is not None and sid in self._panes.sessions
+
+    def __len__(self) -> int:
+        return 0 if self._panes is None else len(self._panes.sessions)
+
+    async def delete(self, sid: str) -> dict[str, Any]:
+        """End the session's agent and forget it; ``{"deleted": id, "exit_code": ...}``."""
+        session = self._session(sid)
+        await self.panes.remove(session)
+        log.info("deleted (exit code %s)", session.pane.exit_code, extra={"session": sid})
+        self.notifier.forget(sid)
+        self.hub.publish(Deleted(sid, session.pane.exit_code))
+        return {"deleted": sid, "exit_code": session.pane.exit_code}
+
+    def resize(self, sid: str, rows: int, cols: int) -> dict[str, Any]:
+        _check_size(rows, cols)
+        session = self._session(sid)
+        self.panes.resize(session, rows, cols)
+        return session.info()
+
+    # -- reports ---------------------------------------------------------------------------
+    def report_token_matches(self, sid: str, presented: str) -> bool:
+        """Whether ``presented`` is this session's own report token (constant time)."""
+        return secrets.compare_digest(presented.encode(), self._session(sid).report_token.encode())
+
+    def report_token(self, sid: str) -> str:
+        """The token an agent's hooks authenticate with (it is in the agent's environment)."""
+        return self._session(sid).report_token
+
+    def report(self, sid: str, payload: dict[str, Any]) -> Report | None:
+        """A hook payload or ``{"state": ...}`` for a session, applied at once (None: ignored)."""
+        session = self._session(sid)
+        now = self.panes.clock.time()
+        if is_plain(payload):
+            report: Report | None = plain_report(payload, now)
+        else:
+            chosen = session.integration or DEFAULT
+            manifest = session.pane.manifest(self.store)
+            if manifest is not None and manifest.manifest.hooks:
+                chosen = integration(manifest.manifest.hooks) or chosen
+            report = chosen.interpret(payload, now, session.memo)
+        self.hub.publish(Reported(sid, payload, report.state if report else None, report.event if report else None))
+        if report is None:
+            return None
+        session.pane.set_report(report)
+        if not session.pane.exited:
+            self.panes.classify(session)
+        return report
+
+    # -- guarded writes --------------------------------------------------------------------
+    def _write(self, session: Session, data: bytes) -> None:
+        if session.handle is None or not session.handle.alive:
+            raise Conflict("the session has exited", session.pane.decision)
+        try:
+            session.handle.write(data)
+        except WriteRefused as exc:
+            raise NotReadingInput(str(exc), session.pane.decision) from None
+        except HostError as exc:
+            raise Conflict(f"the host refused the write: {exc}", session.pane.decision) from None
+
+    async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
+        """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
+        session = self._session(sid)
+        decision = self.panes.classify(session)
+        if decision.state == State.blocked:
+            raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
+                           decision)
+        if session.pane.screen.mode(2004) and ("\n" in text or len(text) > 1):
+            self._write(session, b"\x1b[200~" + text.encode() + b"\x1b[201~")
+        elif text:
+            self._write(session, text.replace("\n", "\r").encode())
+        elif not session.writable:
+            raise Conflict("the session has exited", decision)
+        if enter:
+            # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
+            await asyncio.sleep(0.08)
+            self._write(session, b"\r")
+        return decision
+
+    async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
+                     settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
+        """Answer a prompt: only when blocked now; then check that the prompt went away."""
+        if (option is None) == (keys is None):
+            raise InvalidRequest("give exactly one of option or keys")
+        session = self._session(sid)
+        panes, pane = self.panes, session.pane
+        decision = panes.classify(session)
+        if decision.state != State.blocked:
+            raise Conflict(f"the pane is not blocked (it is {decision.state}); nothing to answer", decision)
+        if not session.writable:
+            raise Conflict("the session has exited", decision)
+        # a key sent while the prompt is still being drawn can be dropped: wait for quiet
+        clock = panes.clock
+        limit = clock.time() + 1.0
+        while clock.time() - pane.last_output < settle and clock.time() < limit:
+            await asyncio.sleep(0.03)
+        decision = panes.classify(session)
+        if decision.state != State.blocked:
+            raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
+        if option is not None:
+            manifest = pane.manifest(self.store)
+            data = (manifest.manifest.option_keys if manifest else "{n}").replace("{n}", str(option))
+        else:
+            data = keys or ""
+        self._write(session, data.encode())
+        start = clock.time()
+        took = False
+        while clock.time() - start < deadline:
+            await asyncio.sleep(0.05)
+            decision = panes.classify(session)
+            if decision.state != State.blocked:
+                took = True
+                break
+        return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)
+
+    def write_keys(self, sid: str, data: bytes) -> None:
+        """Raw keystrokes typed by a person in an interactive terminal (not guarded: they see
+        the screen they type into), logged so that every input to an agent is accounted for."""
+        session = self._session(sid)
+        log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state,
+                 extra={"session": sid})
+        self._write(session, data)
+
+    # -- read models -----------------------------------------------------------------------
+    def screen(self, sid: str, *, styles: bool = False) -> dict[str, Any]:
+        """The visible screen, read fresh, with the state and the prompt's options."""
+        session = self._session(sid)
+        self.panes.classify(session)
+        return screen_view(session, self.store, styles=styles)
+
+    def explain(self, sid: str) -> dict[str, Any]:
+        """Why the pane is in its state: every rule against the screen, and the other signals."""
+        session = self._session(sid)
+        decision = self.panes.classify(session)
+        return explain_view(session, decision, self.store, self.panes.clock.time())
+
+    def agents(self) -> dict[str, Any]:
+        out = []
+        for name in self.store.agents():
+            m = self.store.get(name)
+            if m is None:
+                continue
+            out.append({"agent": name, "version": m.manifest.version, "description": m.manifest.description,
+                        "processes": m.manifest.processes, "command": m.manifest.command,
+                        "hooks": m.manifest.hooks, "rules": [r.rule.name for r in m.rules]})
+        return {"agents": out, "errors": [e.as_dict() for e in self.store.errors.values()]}
+
+    async def transcript(self, sid: str) -> tuple[Path, int] | None:
+        """The session's recording file and its size (also of a deleted session's kept file)."""
+        live = self.panes.sessions.get(sid)
+        return await transcripts.recorded(live.transcript if live else None, self.transcripts, sid)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.list())
+
+    # -- streams ---------------------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Every typed event, synchronously, output bytes included; returns the unsubscriber."""
+        return self.hub.listen(listener)
+
+    def events(self, *, size: int = 1000, heartbeat: float | None = 15.0) -> EventStream:
+        """State-level events as an async iterator: a snapshot, then each event; a lagging
+        consumer gets a fresh snapshot instead of a growing queue. ``close()`` it when done."""
+        return self.hub.stream(self.snapshot, size=size, heartbeat=heartbeat)
+
+    def screens(self, sid: str, *, interval: float = 0.1, styles: bool = False) -> AsyncIterator[dict[str, Any]]:
+        """Screen frames: a full one, then changed rows only, at most one per ``interval``,
+        always the latest (a slow consumer skips frames, it never queues them)."""
+        session = self._session(sid)
+        return screen_frames(self.panes, session, self.store, interval=interval, styles=styles)
+
+    def output(self, sid: str, *, limit: int = 1 << 20) -> AsyncIterator[bytes]:
+        """Raw bytes for a terminal client: a repaint of the screen now, then the live output;
+        a consumer more than ``limit`` bytes behind gets a fresh repaint instead."""
+        return output_stream(self.panes, self._session(sid), limit=limit)
+
+    # -- figures ---------------------------------------------------------------------------
+    def backlog(self, sid: str) -> int:
+        """Bytes of the session's output received but not yet emulated (0 once deleted)."""
+        session = self.panes.sessions.get(sid)
+        return len(session.pane.pending) if session is not None else 0
+
+    def stats(self) -> dict[str, Any]:
+        """Every figure /metrics and the benchmark show; counters include deleted sessions."""
+        return self.panes.stats()

@@ -1,0 +1,103 @@
+"""The pty host: each agent is the server's child on its own pseudo-terminal.
+
+A thin adapter of :class:`panewatch.ptyproc.PtyProcess` (which does the loop-driven reads,
+non-blocking writes and pidfd exit) to the host protocol. Panes die with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Mapping
+
+from .. import ptyproc
+from .base import LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
+
+
+def resolve_program(argv: list[str] | tuple[str, ...], env: Mapping[str, str]) -> str | None:
+    """Where argv[0] would be found with the child's PATH (None if nowhere)."""
+    if os.sep in argv[0]:
+        return argv[0] if os.access(argv[0], os.X_OK) else None
+    return shutil.which(argv[0], path=env.get("PATH"))
+
+
+class PtyHandle:
+    """One agent on a pty (see :class:`~panewatch.hosts.base.PaneHandle`)."""
+
+    answers_queries = False  # the engine's emulator answers DA/DSR queries itself
+
+    def __init__(self, proc: ptyproc.PtyProcess) -> None:
+        self._proc = proc
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.alive
+
+    @property
+    def ref(self) -> str:
+        return str(self._proc.pid)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._proc.write(data)
+        except ptyproc.WriteRefused as exc:
+            raise WriteRefused(str(exc)) from None
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._proc.resize(rows, cols)
+
+    def signal(self, sig: int) -> None:
+        self._proc.signal(sig)
+
+    def foreground_pgid(self) -> int | None:
+        return self._proc.foreground_pgid()
+
+    def pause_reading(self) -> None:
+        self._proc.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._proc.resume_reading()
+
+    async def terminate(self, grace: float = 2.0) -> int | None:
+        return await self._proc.terminate(grace)
+
+    def close(self) -> None:
+        self._proc.close()
+
+
+class PtyHost:
+    """Agents as children on ptys; the server's own event loop reads them."""
+
+    kind = "pty"
+    survives_restart = False
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    async def stop(self) -> None:
+        """Nothing to do: the engine terminates each pane before stopping its hosts."""
+
+    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+        if resolve_program(list(spec.argv), spec.env) is None:
+            raise SpawnError(f"cannot start {spec.argv[0]!r}: not found or not executable")
+        try:
+            proc = ptyproc.PtyProcess(
+                spec.argv, rows=spec.rows, cols=spec.cols, cwd=spec.cwd, env=spec.env,
+                on_output=sink.on_output,
+                on_exit=lambda code: sink.on_exit(code, f"exited with code {code}"),
+                loop=self._loop or asyncio.get_running_loop(),
+            )
+        except ptyproc.SpawnError as exc:
+            raise SpawnError(str(exc)) from None
+        return PtyHandle(proc)
+
+    async def adopt(self, ref: str, session: str, sink: PaneSink) -> PaneHandle | None:
+        return None  # a pty dies with the server that opened it

@@ -1,0 +1,26 @@
+"""Agent integrations: what is specific to one agent CLI beyond its screen rules.
+
+An integration adds what the agent needs at launch (Claude Code: ``--settings`` with reporting
+hooks) and reads the agent's own reports (hook payloads) into a :class:`~panewatch.signals.Report`.
+The manifest's ``hooks`` field names the integration; a new agent's hooks (Codex, Gemini) plug
+in by adding a module here and a line to ``INTEGRATIONS``.
+"""
+
+from __future__ import annotations
+
+from .base import Integration, UnknownPayload, plain_report
+from .claude import ClaudeIntegration
+
+INTEGRATIONS: dict[str, Integration] = {"claude": ClaudeIntegration()}
+
+#: Hook payloads from an agent whose manifest names no integration are read as this one's
+#: (the only hook format agents send today; a typed-in ``claude`` in a shell pane sends it).
+DEFAULT = INTEGRATIONS["claude"]
+
+
+def integration(name: str | None) -> Integration | None:
+    """The integration a manifest's ``hooks`` field names (None: none)."""
+    return INTEGRATIONS.get(name) if name else None
+
+
+__all__ = ["DEFAULT", "INTEGRATIONS", "Integration", "UnknownPayload", "integration", "plain_report"]

@@ -1,0 +1,185 @@
+"""What a pane *is*: its screen, its signals and the decision they give — no I/O, no host.
+
+A pane is fed bytes (by whichever host carries them), told about its foreground program and
+the agent's reports, and asked to classify itself. The clock is injected, so every rule here
+(freshness, "shell back", the screen's last change) is tested without a process or a sleep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .backends import ScreenLike
+from .manifest import CompiledManifest, ManifestStore, Verdict
+from .procinfo import Program, is_shell
+from .signals import Report, combine, report_is_fresh
+from .states import Decision, Source, State
+
+#: How often the foreground program's name is re-read when its process group stays the same.
+FG_REREAD_S = 2.0
+
+STARTING = Decision(State.working, Source.start, "starting")
+
+
+@dataclass
+class Foreground:
+    """Which program holds the pane's terminal, as last sampled."""
+
+    pgid: int | None = None
+    program: Program | None = None
+    gen: int = 0  # bumped whenever the group or its program changes
+    read_at: float = float("-inf")
+
+
+class Pane:
+    """One pane's screen, signals and decision. ``clock`` is monotonic seconds; ``wall`` is
+    the wall clock the decision's ``since`` is given in."""
+
+    def __init__(self, screen: ScreenLike, *, agent: str | None, clock: Callable[[], float],
+                 wall: Callable[[], float], own_pid: int | None = None) -> None:
+        self.screen = screen
+        self.agent = agent  # the manifest the session was launched for
+        self.clock = clock
+        self.wall = wall
+        self.own_pid = own_pid  # the launched process (its shell coming back means "shell back")
+        self.pending = bytearray()  # received, not yet fed to the screen
+        self.unread_bytes = 0  # output since the screen was last classified
+        self.hot_until = float("-inf")  # change mode: read small changes promptly until then
+        self.bytes_read = 0
+        self.bytes_fed = 0
+        self.last_output = clock()
+        self.exit_code: int | None = None
+        self.exited = False
+        self.lost = False
+        self.report: Report | None = None
+        self.report_gen = 0
+        self.fg = Foreground()
+        self.agent_seen = False  # an agent with its own manifest has held the foreground
+        self.verdict = Verdict("idle", None, "not classified yet")
+        self.manifest_agent: str | None = agent
+        self.screen_changed_at = float("-inf")
+        self.decision = STARTING.at(wall())
+        self._classified: tuple[int, int, int, int] | None = None
+
+    # -- bytes -----------------------------------------------------------------------------
+    def receive(self, data: bytes) -> None:
+        """Bytes arrived from the host; they wait in ``pending`` for the scheduler's feed."""
+        self.bytes_read += len(data)
+        self.unread_bytes += len(data)
+        self.last_output = self.clock()
+        self.pending += data
+
+    def feed(self, budget: int) -> int:
+        """Feed at most ``budget`` pending bytes to the screen; returns how many were fed."""
+        if not self.pending:
+            return 0
+        chunk = bytes(self.pending[:budget])
+        del self.pending[: len(chunk)]
+        self.screen.feed(chunk)
+        self.bytes_fed += len(chunk)
+        return len(chunk)
+
+    def feed_all(self) -> int:
+        fed = 0
+        while self.pending:
+            fed += self.feed(1 << 20)
+        return fed
+
+    # -- signals ---------------------------------------------------------------------------
+    def sample_foreground(self, pgid: int | None, lookup: Callable[[int], Program | None]) -> bool:
+        """Note the terminal's foreground group; True if it or its program changed.
+
+        ``lookup`` (reading /proc) runs when the group changes, and every ``FG_REREAD_S``
+        otherwise: a program can exec or rename itself in place.
+        """
+        if self.exited:
+            return False
+        fg, now = self.fg, self.clock()
+        if pgid == fg.pgid and now - fg.read_at < FG_REREAD_S:
+            return False
+        fg.read_at = now
+        program = lookup(pgid) if pgid and pgid > 0 else None
+        if pgid == fg.pgid and program == fg.program:
+            return False
+        fg.pgid, fg.program = pgid, program
+        fg.gen += 1
+        return True
+
+    def set_report(self, report: Report) -> None:
+        self.report = report
+        self.report_gen += 1
+
+    def set_exit(self, code: int | None) -> None:
+        """The process is gone: ``code`` None means the host lost it without a status."""
+        self.exit_code = code
+        self.exited = True
+        self.lost = code is None
+
+    def manifest(self, store: ManifestStore) -> CompiledManifest | None:
+        """The foreground program's own manifest (``claude`` typed into a shell pane), else the
+        launched agent's, else the shell's. A shell in the foreground never overrides the
+        launched agent: wrappers and ``bash -c`` launchers are shells too."""
+        program = self.fg.program
+        if program is not None:
+            found = store.for_process(program.name) or store.for_process(program.comm)
+            if found is not None and found.agent != "shell":
+                self.agent_seen = True
+                return found
+        if self.agent:
+            found = store.get(self.agent)
+            if found is not None:
+                return found
+        return store.get("shell")
+
+    def shell_back(self) -> str | None:
+        """The shell's name when an agent ran in this pane and the pane's own shell holds the
+        terminal again (the agent's last screen may still be showing)."""
+        program = self.fg.program
+        if not self.agent_seen or program is None or self.own_pid is None or program.pid != self.own_pid:
+            return None
+        return program.name if is_shell(program.name) else None
+
+    # -- classification --------------------------------------------------------------------
+    def classify(self, store: ManifestStore, freshness: float) -> Decision:
+        """Read the screen now and combine it with the other signals (not recorded)."""
+        now = self.clock()
+        manifest = self.manifest(store)
+        if manifest is None:
+            verdict = Verdict("idle", None, "no manifest for this program")
+        else:
+            verdict = manifest.classify(self.screen.lines(), self.screen.title, self.screen.cursor.row)
+        self.manifest_agent = manifest.agent if manifest else None
+        if verdict.state != self.verdict.state:
+            self.screen_changed_at = now
+        self.verdict = verdict
+        self.unread_bytes = 0
+        self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
+        if self.lost:
+            return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
+        return combine(verdict, report=self.report, now=now, freshness=freshness,
+                       screen_changed_at=self.screen_changed_at, shell_back=self.shell_back(),
+                       exit_code=self.exit_code, exited=self.exited)
+
+    def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
+        """False when neither the screen nor any signal moved since the last classification."""
+        if self._classified != (self.screen.seq, self.report_gen, self.fg.gen, store.generation):
+            return True
+        # a report that just went stale changes the answer without anything else moving
+        return self.decision.source == Source.hook and not report_is_fresh(
+            self.report, self.clock(), freshness, self.screen_changed_at)
+
+    @property
+    def final(self) -> bool:
+        """Exited (or lost) and already classified as such: nothing can change any more."""
+        return self.exited and self.decision.state in (State.exited, State.lost)
+
+    def set_decision(self, decision: Decision) -> Decision | None:
+        """Record a decision; returns the previous one if the state changed (``since`` moves
+        only then)."""
+        prev = self.decision
+        if decision.state != prev.state:
+            self.decision = decision.at(self.wall())
+            return prev
+        self.decision = decision.at(prev.since)
+        return None

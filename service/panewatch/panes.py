@@ -1,0 +1,262 @@
+"""The engine's running panes: how host callbacks, the scheduler and classification meet.
+
+Private to the engine (the façade in ``engine.py`` is the public surface). Hosts call in
+through a per-session sink; the scheduler calls in through ``Flow``; state changes go out as
+typed events and to the notifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .clock import Clock
+from .events import Created, Output, StateChanged
+from .hosts.base import HostError, PaneSink
+from .procinfo import program_name
+from .scheduler import Scheduler
+from .session import Session
+from .states import Decision, Source, State
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+log = logging.getLogger("panewatch.engine")
+
+#: A pane whose output stalled mid-repaint this long is read anyway.
+MID_FRAME_WAIT_S = 1.0
+
+
+class _Sink:
+    """What a host calls for one session (always on the event loop)."""
+
+    def __init__(self, panes: Panes, session: Session) -> None:
+        self.panes, self.session = panes, session
+
+    def on_output(self, data: bytes) -> None:
+        self.panes.output(self.session, data)
+
+    def on_exit(self, code: int | None, reason: str) -> None:
+        self.panes.exited(self.session, code, reason)
+
+    def on_status(self, state: str, detail: str) -> None:
+        self.panes.status(self.session, state, detail)
+
+
+class Panes:
+    """Sessions by id, their scheduling and classification, and the engine's counters."""
+
+    def __init__(self, engine: Engine, clock: Clock) -> None:
+        self.engine, self.clock = engine, clock
+        self.sessions: dict[str, Session] = {}
+        self.scheduler = Scheduler(clock, engine.timing, self)
+        self.watchers: dict[str, set[asyncio.Event]] = {}
+        self.output_sinks: dict[str, list[Callable[[bytes], None]]] = {}
+        self.classifications = 0
+        self.transitions: dict[str, int] = {}
+        self.gone = {"bytes_read": 0, "bytes_fed": 0, "screen_errors": 0}
+
+    # -- membership ------------------------------------------------------------------------
+    def add(self, session: Session) -> None:
+        self.sessions[session.id] = session
+        self.scheduler.add(session.id, session.pane)
+
+    def sink(self, session: Session) -> PaneSink:
+        return _Sink(self, session)
+
+    def failed(self, session: Session, error: str) -> None:
+        """The host could not start it: an exited session that says why."""
+        log.warning("could not start: %s", error, extra={"session": session.id})
+        session.error = error
+        session.pane.set_exit(127)
+        session.pane.screen.feed(f"panewatch: {error}\r\n".encode())
+        self.engine.hub.publish(Created(session.info()))
+        self.apply(session, session.pane.classify(self.engine.store, self.engine.freshness))
+
+    async def remove(self, session: Session) -> None:
+        await self._end(session)
+        pane = session.pane
+        self.gone["bytes_read"] += pane.bytes_read
+        self.gone["bytes_fed"] += pane.bytes_fed
+        self.gone["screen_errors"] += pane.screen.errors
+        self.sessions.pop(session.id, None)
+        self.scheduler.forget(session.id)
+        self.output_sinks.pop(session.id, None)
+        self._wake(session.id)
+
+    async def _end(self, session: Session) -> None:
+        handle = session.handle
+        if handle is not None:
+            try:
+                if handle.alive:
+                    await handle.terminate()
+            except HostError as exc:
+                log.warning("could not end the agent: %s", exc, extra={"session": session.id})
+            handle.close()
+        if session.transcript:
+            await session.transcript.aclose()
+
+    async def close_all(self) -> None:
+        self.scheduler.stop()
+        await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
+
+    # -- from the host ---------------------------------------------------------------------
+    def output(self, session: Session, data: bytes) -> None:
+        session.pane.receive(data)
+        for sink in self.output_sinks.get(session.id, ()):
+            sink(data)
+        self.engine.hub.publish(Output(session.id, data))
+        self.scheduler.output(session.id)
+
+    def exited(self, session: Session, code: int | None, reason: str) -> None:
+        pane = session.pane
+        pane.set_exit(code)
+        pane.feed_all()
+        self._wake(session.id)
+        log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
+        self.apply(session, pane.classify(self.engine.store, self.engine.freshness))
+
+    def status(self, session: Session, state: str, detail: str) -> None:
+        """An exact state from the host (ACP): applied as the pane's decision."""
+        self.apply(session, Decision(State(state), Source.host, detail or f"the host reported {state}",
+                                     event="status"))
+
+    def reply(self, sid: str, data: bytes) -> None:
+        """Answers to the agent's terminal queries go straight back into its input."""
+        session = self.sessions.get(sid)
+        if session is not None and session.handle is not None and session.handle.alive \
+                and not session.handle.answers_queries:
+            try:
+                session.handle.write(data)
+            except HostError:
+                pass  # an agent that does not read its input does not read the answer either
+
+    # -- Flow (the scheduler's calls) ------------------------------------------------------
+    def fed(self, key: str) -> None:
+        self._wake(key)
+
+    def pause(self, key: str) -> None:
+        session = self.sessions.get(key)
+        if session is not None and session.handle is not None:
+            session.handle.pause_reading()
+
+    def resume(self, key: str) -> None:
+        session = self.sessions.get(key)
+        if session is not None and session.handle is not None:
+            session.handle.resume_reading()
+
+    def sweep(self, now: float) -> None:
+        for session in list(self.sessions.values()):
+            pane = session.pane
+            if pane.final:
+                continue
+            self.sample_foreground(session)
+            if not pane.needs_classify(self.engine.store, self.engine.freshness):
+                continue
+            # do not read a screen in the middle of a repaint, unless it has stalled there
+            if (pane.pending or pane.screen.mid_frame) and now - pane.last_output < MID_FRAME_WAIT_S:
+                continue
+            self.classify(session, fresh=False, sample=False)
+
+    def due(self, key: str, now: float) -> None:
+        session = self.sessions.get(key)
+        if session is None:
+            return
+        self.sample_foreground(session)
+        if session.pane.needs_classify(self.engine.store, self.engine.freshness):
+            self.classify(session, fresh=False, sample=False)
+
+    # -- classification --------------------------------------------------------------------
+    def sample_foreground(self, session: Session) -> None:
+        handle = session.handle
+        if handle is not None and not session.pane.exited:
+            session.pane.sample_foreground(handle.foreground_pgid(), program_name)
+
+    def classify(self, session: Session, *, fresh: bool = True, sample: bool = True) -> Decision:
+        """Classify one session now (``fresh``: feed every pending byte first; ``sample``:
+        re-read the foreground process, unless the caller just did)."""
+        pane = session.pane
+        if fresh and pane.pending:
+            pane.feed_all()
+            self.scheduler.drained(session.id)
+            self._wake(session.id)
+        if sample:
+            self.sample_foreground(session)
+        self.classifications += 1
+        decision = pane.classify(self.engine.store, self.engine.freshness)
+        self.apply(session, decision)
+        return session.pane.decision
+
+    def apply(self, session: Session, decision: Decision, force: bool = False) -> None:
+        pane = session.pane
+        prev = pane.set_decision(decision)
+        if prev is None and not force:
+            return
+        decision = pane.decision
+        prev_state = prev.state if prev else None
+        self.transitions[decision.source] = self.transitions.get(decision.source, 0) + 1
+        log.info("state %s -> %s (%s %s)", prev_state, decision.state, decision.source, decision.decided_by,
+                 extra={"session": session.id})
+        self.engine.hub.publish(StateChanged(
+            session.id, decision.state, prev_state, str(decision.source), decision.decided_by, decision.why,
+            decision.since, pane.exit_code, session.error))
+        self._wake(session.id)
+        if prev is not None:
+            # leaving the launch placeholder is not the end of a turn
+            self.engine.notifier.on_transition(
+                session=session.id, name=session.name, agent=pane.manifest_agent or pane.agent or "",
+                prev=None if prev.source == Source.start else str(prev_state), state=str(decision.state),
+                source=str(decision.source), rule=decision.decided_by, why=decision.why)
+
+    def resize(self, session: Session, rows: int, cols: int) -> None:
+        pane = session.pane
+        pane.feed_all()
+        self.scheduler.drained(session.id)
+        pane.screen.resize(rows, cols)
+        if session.transcript:
+            session.transcript.resize(rows, cols)
+        if session.handle is not None and session.handle.alive:
+            session.handle.resize(rows, cols)
+        self._wake(session.id)
+
+    # -- screen watchers -------------------------------------------------------------------
+    def watch(self, sid: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self.watchers.setdefault(sid, set()).add(event)
+        return event
+
+    def unwatch(self, sid: str, event: asyncio.Event) -> None:
+        self.watchers.get(sid, set()).discard(event)
+
+    def _wake(self, sid: str) -> None:
+        for event in self.watchers.get(sid, ()):
+            event.set()
+
+    # -- figures ---------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        panes = [s.pane for s in self.sessions.values()]
+        by_state = {str(state): 0 for state in State}
+        for pane in panes:
+            by_state[str(pane.decision.state)] += 1
+        sched = self.scheduler
+        return {
+            "sessions": len(panes),
+            "sessions_by_state": by_state,
+            "transitions": dict(self.transitions),
+            "sweeps": sched.sweeps,
+            "sweep_seconds": list(sched.sweep_seconds),
+            "sweep_seconds_sum": sched.sweep_seconds_sum,
+            "bytes_read": self.gone["bytes_read"] + sum(p.bytes_read for p in panes),
+            "bytes_emulated": self.gone["bytes_fed"] + sum(p.bytes_fed for p in panes),
+            "screen_errors": self.gone["screen_errors"] + sum(p.screen.errors for p in panes),
+            "classifications": self.classifications,
+            "notifications": self.engine.notifier.sent,
+            "backlog": sched.backlog(),
+            "bytes_read_by_session": {s.id: s.pane.bytes_read for s in self.sessions.values()},
+        }
+
+    def reset_sweep_figures(self) -> None:
+        self.scheduler.sweep_seconds.clear()
+

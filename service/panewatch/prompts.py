@@ -1,0 +1,74 @@
+"""What a blocked pane asks: the prompt's kind and options, read on the server from the rule
+that matched, so every client (the dashboard, scripts) shows the same answerable choices.
+
+Kinds: ``options`` (a numbered menu, wherever it sits on the screen: inside a box, below a
+labelled rule, with or without a selection marker), ``yes_no`` (``(y/n)``, ``[Y/n]``),
+``password`` (a hidden-input question), ``text`` (anything else: the user reads the screen).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .manifest import CompiledManifest, region_lines
+
+#: An option row: "❯ 1. Yes", "  2. Yes, and don't ask again…", "│ 3) No │", "› 1. Allow".
+OPTION_ROW = re.compile(r"^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$")
+YES_NO = re.compile(r"\((?:y/n|yes/no)\)|\[(?:y/n|yes/no)\]", re.IGNORECASE)
+PASSWORD = re.compile(r"(?:password|passphrase|pin)\b[^\n]*:\s*$", re.IGNORECASE)
+#: A menu longer than this is not a prompt's menu.
+MAX_OPTIONS = 20
+MAX_LABEL = 200
+
+
+@dataclass(frozen=True)
+class Prompt:
+    kind: str  # "options" | "yes_no" | "password" | "text"
+    options: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "options": self.options}
+
+
+def numbered_options(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """The last numbered menu 1, 2, 3... in ``lines`` (a "1." starts a new one)."""
+    options: list[dict[str, Any]] = []
+    for row in lines:
+        m = OPTION_ROW.match(row)
+        if m is None:
+            continue
+        n, label = int(m.group(2)), m.group(3).strip()
+        if n == 1:
+            options = []
+        elif n != len(options) + 1:
+            continue
+        if label and len(options) < MAX_OPTIONS:
+            options.append({"option": n, "label": label[:MAX_LABEL], "selected": bool(m.group(1))})
+    return options
+
+
+def read_prompt(lines: Sequence[str], *, title: str = "", cursor_row: int | None = None,
+                manifest: CompiledManifest | None = None, rule: str | None = None) -> Prompt:
+    """The prompt on a blocked screen. The matched rule's region is searched first (that is
+    where the rule saw the prompt), then the whole visible screen."""
+    region: list[str] = []
+    if manifest is not None and rule is not None:
+        found = next((c.rule for c in manifest.rules if c.rule.name == rule), None)
+        if found is not None:
+            region = region_lines(found.region, lines, title, cursor_row)
+    for candidate in (region, list(lines)):
+        options = numbered_options(candidate)
+        if options:
+            return Prompt("options", options)
+    tail = [line for line in lines if line.strip()][-3:]
+    if cursor_row is not None and 0 <= cursor_row < len(lines):
+        tail.append(lines[cursor_row])
+    text = "\n".join(tail)
+    if YES_NO.search(text):
+        return Prompt("yes_no", [{"keys": "y\r", "label": "Yes"}, {"keys": "n\r", "label": "No"}])
+    if any(PASSWORD.search(line.rstrip()) for line in tail):
+        return Prompt("password")
+    return Prompt("text")

@@ -1,0 +1,69 @@
+"""Read models of one session: its screen (with the prompt's options) and its explanation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .manifest import ManifestStore
+from .prompts import read_prompt
+from .session import Session
+from .states import Decision, Source, State
+
+
+def prompt_view(session: Session, store: ManifestStore, lines: list[str]) -> dict[str, Any] | None:
+    """The prompt of a blocked pane (None when not blocked), derived from the matched rule."""
+    pane = session.pane
+    decision = pane.decision
+    if decision.state != State.blocked:
+        return None
+    rule = decision.rule if decision.source == Source.screen else pane.verdict.rule
+    manifest = pane.manifest(store)
+    screen = pane.screen
+    return read_prompt(lines, title=screen.title, cursor_row=screen.cursor.row, manifest=manifest,
+                       rule=rule).as_dict()
+
+
+def screen_view(session: Session, store: ManifestStore, *, styles: bool = False) -> dict[str, Any]:
+    """``GET /api/sessions/{id}/screen`` and the screen WebSocket's frames."""
+    screen, decision = session.pane.screen, session.pane.decision
+    cursor = screen.cursor
+    lines = screen.lines()
+    view: dict[str, Any] = {
+        "rows": lines,
+        "cursor": {"row": cursor.row, "col": cursor.col, "hidden": cursor.hidden},
+        "size": {"rows": screen.rows, "cols": screen.cols},
+        "state": str(decision.state),
+        "rule": decision.decided_by,
+        "source": str(decision.source),
+        "title": screen.title,
+        "prompt": prompt_view(session, store, lines),
+    }
+    if styles:
+        view["styles"] = screen.styles()
+    return view
+
+
+def explain_view(session: Session, decision: Decision, store: ManifestStore, now: float) -> dict[str, Any]:
+    """``GET /api/sessions/{id}/explain``: every rule against the screen, and the other signals."""
+    pane = session.pane
+    manifest = pane.manifest(store)
+    lines = pane.screen.lines()
+    traces = manifest.explain(lines, pane.screen.title, pane.screen.cursor.row) if manifest else []
+    report, verdict = pane.report, pane.verdict
+    return {
+        "agent": manifest.agent if manifest else None,
+        "manifest_version": manifest.manifest.version if manifest else None,
+        "screen_verdict": {"state": verdict.state, "rule": verdict.rule, "why": verdict.why,
+                           "evidence": verdict.evidence},
+        "decision": {**decision.as_dict(), "event": decision.event, "program": decision.program,
+                     "exit_code": decision.exit_code, "since": decision.since},
+        "signals": {
+            "report": None if report is None else {
+                "state": str(report.state), "event": report.event, "age_s": round(now - report.at, 3)},
+            "foreground": pane.fg.program.name if pane.fg.program else None,
+            "shell_back": pane.shell_back(),
+        },
+        "rules": [{"name": t.name, "state": t.state, "region": t.region, "matched": t.matched,
+                   "evidence": t.evidence, "reason": t.reason} for t in traces],
+        "rows": lines,
+    }
