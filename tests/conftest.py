@@ -1,3 +1,4 @@
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +13,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes tens of seconds (deselect with -m 'not slow')")
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory, monkeypatch):
+    """Every server a test starts keeps its state (tmux socket, registry, token) in a folder of
+    its own, never the user's, and its tmux server is ended afterwards."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("PANEWATCH_STATE_DIR", str(state))
+    yield state
+    sock = state / "tmux.sock"
+    if sock.exists():
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture

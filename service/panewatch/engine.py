@@ -23,6 +23,7 @@ from .clock import Clock, LoopClock
 from .errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession, Unavailable
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
 from .hosts.base import HostError, LaunchSpec, PaneHost, SpawnError, WriteRefused
+from .keeper import Keeper, report_token_matches
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
@@ -64,7 +65,7 @@ class Engine:
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, keeper: Keeper | None = None) -> None:
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
         if host is None:
             from .hosts.pty import PtyHost
@@ -81,6 +82,7 @@ class Engine:
         self.notifier = notifier or Notifier()
         self.notifier.subscribe(lambda n: self.hub.publish(Notified(n.__dict__.copy())))
         self._clock = clock
+        self.keeper = keeper  # the session registry: written from events, restored at start
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -96,6 +98,9 @@ class Engine:
         clock = self._clock or LoopClock(loop)
         self._panes = Panes(self, clock)
         await self.host.start()
+        if self.keeper is not None:
+            self.keeper.bind(self)
+            await self.keeper.restore()  # same ids; adopted where their panes live, else lost
         self._panes.scheduler.start()
         self._tasks.append(loop.create_task(self._reload_manifests()))
 
@@ -107,6 +112,8 @@ class Engine:
         if self._panes is not None:
             await self._panes.close_all()
         await self.host.stop()
+        if self.keeper is not None:
+            self.keeper.close()
         await self.notifier.aclose()
 
     async def _reload_manifests(self) -> None:
@@ -213,8 +220,15 @@ class Engine:
 
     # -- reports ---------------------------------------------------------------------------
     def report_token_matches(self, sid: str, presented: str) -> bool:
-        """Whether ``presented`` is this session's own report token (constant time)."""
-        return secrets.compare_digest(presented.encode(), self._session(sid).report_token.encode())
+        """Whether ``presented`` is this session's own report token (constant time); an adopted
+        session checks it against the hash the registry kept."""
+        return report_token_matches(self._session(sid), presented)
+
+    def resume(self, sid: str) -> dict[str, Any]:
+        """Start a lost session's agent again on its own conversation (manifest ``resume``)."""
+        if self.keeper is None:
+            raise Conflict("resume needs the session registry (the state folder)", self._session(sid).pane.decision)
+        return self.keeper.resume(sid)
 
     def report_token(self, sid: str) -> str:
         """The token an agent's hooks authenticate with (it is in the agent's environment)."""

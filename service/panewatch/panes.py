@@ -99,7 +99,14 @@ class Panes:
             await session.transcript.aclose()
 
     async def close_all(self) -> None:
+        """The server stops: agents end with it, unless their host keeps them for the next one."""
         self.scheduler.stop()
+        if self.engine.host.survives_restart:
+            for session in list(self.sessions.values()):
+                if session.handle is not None:
+                    session.handle.close()
+            await asyncio.gather(*(s.transcript.aclose() for s in self.sessions.values() if s.transcript))
+            return
         await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
 
     # -- from the host ---------------------------------------------------------------------
@@ -112,6 +119,8 @@ class Panes:
 
     def exited(self, session: Session, code: int | None, reason: str) -> None:
         pane = session.pane
+        if code is None:
+            session.error = reason  # a lost pane says why (the tmux server is gone...)
         pane.set_exit(code)
         pane.feed_all()
         self._wake(session.id)

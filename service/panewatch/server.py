@@ -12,6 +12,7 @@ import uvicorn
 from .api import create_app
 from .auth import new_token
 from .config import Settings
+from .hosting import StartupError, open_hosting
 from .logs import setup_logging
 
 log = logging.getLogger("panewatch")
@@ -26,10 +27,13 @@ def login_url(host: str, port: int, token: str) -> str:
 
 async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Serve until cancelled or signalled; ``settings.port`` 0 binds a free port."""
+    hosting = open_hosting(state_dir=settings.state_dir, pane_host=settings.pane_host, token=settings.token)
+    if hosting.note:
+        log.warning(hosting.note)
     generated = settings.token is None
-    if generated:
-        settings = settings.model_copy(update={"token": new_token()})
-    app = create_app(settings)
+    if generated:  # kept in the state folder: a restart does not log the dashboard out
+        settings = settings.model_copy(update={"token": hosting.token or new_token()})
+    app = create_app(settings, hosting=hosting)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
@@ -57,6 +61,9 @@ def serve(settings: Settings) -> int:
         asyncio.run(run(settings))
     except KeyboardInterrupt:
         pass
+    except StartupError as exc:
+        print(f"panewatch: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

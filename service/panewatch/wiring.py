@@ -6,6 +6,7 @@ from __future__ import annotations
 from .config import Settings
 from .engine import Engine
 from .hosts.base import PaneHost
+from .keeper import Keeper
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
 
@@ -15,7 +16,8 @@ def build_store(settings: Settings) -> ManifestStore:
     return ManifestStore.from_dirs(bundled_manifest_dir(), settings.manifests)
 
 
-def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None) -> Engine:
+def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
+                 keeper: Keeper | None = None) -> Engine:
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
                         command=settings.notify_command)
     return Engine(
@@ -23,5 +25,5 @@ def build_engine(settings: Settings, *, store: ManifestStore | None = None, host
         settle_ms=settings.settle_ms, cap_ms=settings.cap_ms, change_bytes=settings.change_bytes,
         report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
-        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
+        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes, keeper=keeper,
     )

@@ -10,6 +10,8 @@ from fastapi import FastAPI
 from .. import __version__
 from ..config import Settings
 from ..engine import Engine
+from ..hosting import Hosting
+from ..keeper import Keeper
 from ..manifest import ManifestStore
 from ..wiring import build_engine
 from . import errors, routes_report, routes_service, routes_sessions, routes_ws
@@ -19,12 +21,15 @@ __all__ = ["create_app", "web_dir"]
 
 
 def create_app(settings: Settings | None = None, *, store: ManifestStore | None = None,
-               engine: Engine | None = None) -> FastAPI:
-    """The ASGI app. ``settings.token`` must be set (``serve`` generates one when absent)."""
+               engine: Engine | None = None, hosting: Hosting | None = None) -> FastAPI:
+    """The ASGI app. ``settings.token`` must be set (``serve`` generates one when absent);
+    ``hosting`` (from ``serve``) brings the chosen pane host and the session registry."""
     settings = settings or Settings()
     if not settings.token:
         raise ValueError("create_app needs settings.token")
-    engine = engine or build_engine(settings, store=store)
+    if engine is None:  # (an Engine with no sessions is falsy: it has a length)
+        engine = build_engine(settings, store=store) if hosting is None else \
+            build_engine(settings, store=store, host=hosting.host, keeper=Keeper(hosting.registry))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
