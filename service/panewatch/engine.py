@@ -224,11 +224,11 @@ class Engine:
         session checks it against the hash the registry kept."""
         return report_token_matches(self._session(sid), presented)
 
-    def resume(self, sid: str) -> dict[str, Any]:
+    async def resume(self, sid: str) -> dict[str, Any]:
         """Start a lost session's agent again on its own conversation (manifest ``resume``)."""
         if self.keeper is None:
             raise Conflict("resume needs the session registry (the state folder)", self._session(sid).pane.decision)
-        return self.keeper.resume(sid)
+        return await self.keeper.resume(sid)
 
     def report_token(self, sid: str) -> str:
         """The token an agent's hooks authenticate with (it is in the agent's environment)."""

@@ -181,15 +181,15 @@ class Keeper:
         log.info("lost: %s", why, extra={"session": session.id})
 
     # -- resume ------------------------------------------------------------------------------
-    def resume(self, sid: str) -> dict[str, Any]:
-        """Start a lost session's agent again on its conversation, same id, same folder."""
+    async def resume(self, sid: str) -> dict[str, Any]:
+        """Start a lost session's agent again on its conversation, same id, same folder. The
+        session stays lost (and says why) when the agent cannot be started."""
         engine = self.engine
         assert engine is not None
+        from .errors import Conflict, UnknownSession
         session = self._session(sid)
         if session is None:
-            from .errors import UnknownSession
             raise UnknownSession(f"no session {sid!r}")
-        from .errors import Conflict
         if not session.pane.lost:
             raise Conflict(f"only a lost session can be resumed (this one is {session.pane.decision.state})",
                            session.pane.decision)
@@ -199,31 +199,38 @@ class Keeper:
                                session.memo.get("agent_session_id"))
         except ResumeError as exc:
             raise Conflict(str(exc), session.pane.decision) from None
+        if manifest is not None and session.argv and os.path.basename(session.argv[0]) in (
+                {argv[0], *manifest.manifest.processes}):
+            argv[0] = session.argv[0]  # the same binary the session was launched with
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if session.spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
+        host = engine.host
+        ensure = getattr(host, "ensure_running", None)
+        try:
+            if ensure is not None:
+                await ensure()  # the tmux server was killed: a new one for the resumed agent
+        except HostError as exc:
+            raise Conflict(f"could not resume: {exc}", session.pane.decision) from None
         panes = engine.panes
         rows, cols = session.pane.screen.rows, session.pane.screen.cols
         pane = Pane(make_screen(engine.backend, rows, cols, reply=lambda data: panes.reply(sid, data)),
                     agent=session.spec.agent, clock=panes.clock.time, wall=engine.wall)
-        panes.scheduler.forget(sid)
-        session.pane, session.argv, session.error = pane, argv, None
-        session.report_token = secrets.token_urlsafe(24)
-        session.memo["token_hash"] = hash_token(session.report_token)
-        panes.scheduler.add(sid, pane)
-        env = child_env(os.environ, {**session.spec.env, "PANEWATCH_SESSION": sid,
-                                     "PANEWATCH_REPORT_TOKEN": session.report_token,
+        token = secrets.token_urlsafe(24)
+        env = child_env(os.environ, {**session.spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_REPORT_TOKEN": token,
                                      "PANEWATCH_URL": engine.service_url})
         try:
-            session.handle = engine.host.spawn(LaunchSpec(sid, tuple(argv), session.cwd, env, rows, cols),
-                                               panes.sink(session))
+            handle = host.spawn(LaunchSpec(sid, tuple(argv), session.cwd, env, rows, cols), panes.sink(session))
         except SpawnError as exc:
-            panes.failed(session, str(exc))
-            return session.info()
-        pane.own_pid = session.handle.pid
-        self.registry.update(sid, host_kind=engine.host.kind, host_ref=session.handle.ref,
-                             token_hash=session.memo["token_hash"])
-        log.info("resumed %s (pid %s)", " ".join(argv[:3]), session.handle.pid, extra={"session": sid})
+            raise Conflict(f"could not resume: {exc}", session.pane.decision) from None
+        panes.scheduler.forget(sid)
+        session.pane, session.argv, session.error, session.handle = pane, argv, None, handle
+        session.report_token = token
+        session.memo["token_hash"] = hash_token(token)
+        panes.scheduler.add(sid, pane)
+        pane.own_pid = handle.pid
+        self.registry.update(sid, host_kind=host.kind, host_ref=handle.ref, token_hash=session.memo["token_hash"])
+        log.info("resumed %s (pid %s)", " ".join(argv[:5]), handle.pid, extra={"session": sid})
         panes.sample_foreground(session)
         panes.apply(session, pane.decision, force=True)
         return session.info()

@@ -125,7 +125,10 @@ class Panes:
         pane.feed_all()
         self._wake(session.id)
         log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
-        self.apply(session, pane.classify(self.engine.store, self.engine.freshness))
+        decision = pane.classify(self.engine.store, self.engine.freshness)
+        if decision.state == State.lost:
+            decision = Decision(State.lost, Source.exit, f"the host lost the pane: {reason}")
+        self.apply(session, decision)
 
     def status(self, session: Session, state: str, detail: str) -> None:
         """An exact state from the host (ACP): applied as the pane's decision."""

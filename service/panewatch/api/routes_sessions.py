@@ -43,7 +43,7 @@ async def get_session(sid: str, engine: Engine = E) -> dict[str, Any]:
                                              "command in its manifest, no conversation id reported)"}})
 async def resume_session(sid: str, engine: Engine = E) -> dict[str, Any]:
     """A lost session's agent, started again on its own conversation in the same folder."""
-    return engine.resume(sid)
+    return await engine.resume(sid)
 
 
 @router.delete("/api/sessions/{sid}", tags=["sessions"])

@@ -750,6 +750,7 @@ class TmuxHost:
         self._stopping = False
         self.server_pid: int | None = None
         self.pauses = 0  # panes tmux paused because this server read them too late
+        self._reconnecting: asyncio.Task[None] | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -817,7 +818,7 @@ class TmuxHost:
             proc = await asyncio.to_thread(
                 self._run, "-f", "/dev/null", "new-session", "-d", "-s", CONTROL_SESSION, "-n", "_control",
                 "-x", "80", "-y", "24", "cat")
-            if proc.returncode != 0:
+            if proc.returncode != 0 and "duplicate session" not in proc.stderr:
                 raise TmuxError(f"cannot start tmux on {self.socket}: {proc.stderr.strip() or proc.stdout.strip()}")
         if self.socket.stat().st_mode & 0o077:  # tmux makes it 0600 (+x while attached)
             os.chmod(self.socket, 0o600)
@@ -848,6 +849,8 @@ class TmuxHost:
     async def stop(self) -> None:
         """Detach the control client; the tmux server and every agent keep running."""
         self._stopping = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
         for pane in list(self.panes.values()):
             pane._unwatch()
         if self.control is not None:
@@ -886,6 +889,31 @@ class TmuxHost:
         log.warning("the tmux server on %s is gone; its sessions are lost", self.socket)
         for pane in list(self.panes.values()):
             self._lost(pane, None, "the tmux server is gone")
+        self.panes.clear()
+        self._reconnecting = self.loop.create_task(self._reconnect())
+
+    async def ensure_running(self) -> None:
+        """A tmux server and control client up now (after the server was killed), or TmuxError."""
+        if self._reconnecting is not None and not self._reconnecting.done():
+            await asyncio.shield(self._reconnecting)
+        if self.control is not None and not self.control.closed:
+            return
+        await self._ensure_server()
+        await self._connect()
+
+    async def _reconnect(self) -> None:
+        """A fresh tmux server for the sessions started (or resumed) from now on."""
+        for delay in (0.1, 0.5, 2.0, 5.0):
+            await asyncio.sleep(delay)
+            if self._stopping or (self.control is not None and not self.control.closed):
+                return
+            try:
+                await self._ensure_server()
+                await self._connect()
+                log.info("a new tmux server runs on %s", self.socket)
+                return
+            except (TmuxError, OSError) as exc:
+                log.warning("could not start a new tmux server on %s: %s", self.socket, exc)
 
     def _lost(self, pane: TmuxPane, code: int | None, reason: str) -> None:
         if pane.exited:
@@ -929,7 +957,7 @@ class TmuxHost:
         control session atomically: no output is produced before the control client sees the
         window, and a failure leaves nothing behind."""
         if self.control is None or self.control.closed:
-            raise SpawnError("the tmux server is not running")
+            raise SpawnError("the tmux server is not running (a new one is being started; try again)")
         argv = list(spec.argv)
         if not argv:
             raise SpawnError("empty command")
