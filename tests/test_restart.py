@@ -113,8 +113,14 @@ def state(tmp_path: Path):
 SPINNER = [sys.executable, "-m", "panewatch.bench_agent", "--spin-only", "--hz", "10"]
 
 
-def test_sigkilled_server_restarts_and_adopts_every_session(state: Path) -> None:
-    svc = Service(state).start()
+def agent_env(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(kv.decode().split("=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+
+
+def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_path: Path) -> None:
+    casts = tmp_path / "casts"
+    svc = Service(state, "--transcripts", str(casts)).start()
     try:
         with svc.client() as c:
             def create(name: str, command: list[str], agent: str | None = None) -> dict:
@@ -140,7 +146,7 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path) -> None
             if s["name"] != "done":
                 assert alive(s["pid"]), f"{s['name']} died with the server"
 
-        svc2 = Service(state).start()
+        svc2 = Service(state, "--transcripts", str(casts)).start()
         try:
             with svc2.client() as c:
                 after = by_name(c)
@@ -157,6 +163,20 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path) -> None
                 assert r.status_code == 200, r.text
                 assert r.json()["took"] is True
                 wait_for(lambda: "got=y" in screen_text(c, prompt["id"]), what="the answer on screen")
+                # its hooks keep reporting with the token it was started with
+                old_token = agent_env(after["prompt"]["pid"])["PANEWATCH_REPORT_TOKEN"]
+                r = httpx.post(f"{svc2.url}/report?session={prompt['id']}", json={"state": "idle"},
+                               headers={"Authorization": f"Bearer {old_token}"})
+                assert r.status_code == 202 and r.json()["accepted"] is True, r.text
+                r = httpx.post(f"{svc2.url}/report?session={prompt['id']}", json={"state": "idle"},
+                               headers={"Authorization": "Bearer not-the-token"})
+                assert r.status_code == 403
+                # the recording goes on in the same file
+                cast = casts / f"{prompt['id']}.cast"
+                wait_for(lambda: b"got=y" in cast.read_bytes(), what="the answer in the recording")
+                text = cast.read_text()
+                assert text.count('"version": 2') == 1 and "Proceed? [y/N]" in text
+                assert "adopted by a restarted server" in text
 
                 # the tmux server killed under a running Panewatch: lost, with why, within a sweep
                 subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "kill-server"], check=True)

@@ -172,14 +172,15 @@ class Engine:
         panes.apply(session, pane.decision, force=True)
         return session.info()
 
-    def _record(self, session: Session) -> None:
-        """Start the session's asciicast recording, when recordings are on."""
+    def _record(self, session: Session, *, resume: bool = False) -> None:
+        """Start the session's asciicast recording, when recordings are on (``resume``: an
+        adopted session's recording continues in its file)."""
         if self.transcripts is None:
             return
         recording = Transcript(
             self.transcripts / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
             max_bytes=self.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
-            command=session.argv, session=session.id)
+            command=session.argv, session=session.id, resume=resume)
         session.transcript = recording
         self.panes.output_sinks.setdefault(session.id, []).append(recording.output)
 

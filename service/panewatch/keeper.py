@@ -142,7 +142,7 @@ class Keeper:
             return False
         session.handle = handle
         session.pane.own_pid = handle.pid
-        engine._record(session)  # the recording goes on in the same file
+        engine._record(session, resume=True)  # the recording goes on in the same file
         log.info("adopted its %s pane %s (pid %s)", host.kind, handle.ref, handle.pid, extra={"session": record.id})
         panes.sample_foreground(session)
         engine.hub.publish(Created(session.info()))
