@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("panewatch.keeper")
 
+#: How often changed screens are written to the registry (a killed server loses at most this much).
+SCREEN_SAVE_S = 2.0
 LOST_HOST_GONE = "its pane is gone (the tmux server or the machine restarted)"
 LOST_NOT_KEPT = "the {kind} host's agents end with the server that started them"
 
@@ -48,8 +50,38 @@ class Keeper:
     def bind(self, engine: Engine) -> None:
         self.engine = engine
         self._unsubscribe = engine.subscribe(self._on_event)
+        self._saver = asyncio.get_running_loop().create_task(self._save_screens())
+
+    async def _save_screens(self) -> None:
+        """Every few seconds, the screens that changed: what a lost session will still show after
+        a killed server (a state change alone misses output that did not change the state)."""
+        saved: dict[str, int] = {}
+        while True:
+            await asyncio.sleep(SCREEN_SAVE_S)
+            assert self.engine is not None
+            try:
+                sessions = self.engine.panes.sessions
+            except Exception:
+                continue
+            changed = []
+            for sid, session in list(sessions.items()):
+                seq = session.pane.screen.seq
+                if saved.get(sid) != seq and sid in self._known:
+                    saved[sid] = seq
+                    changed.append((sid, json.dumps(session.pane.screen.lines())))
+            for sid in list(saved):
+                if sid not in sessions:
+                    del saved[sid]
+            if changed:
+                try:
+                    self.registry.save_screens(changed)
+                except Exception:
+                    log.exception("could not save screens to %s", self.registry.path)
 
     def close(self) -> None:
+        saver = getattr(self, "_saver", None)
+        if saver is not None:
+            saver.cancel()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -135,6 +167,9 @@ class Keeper:
                 handle = await host.adopt(record.host_ref, record.id, panes.sink(session))
             except HostError as exc:
                 log.warning("could not adopt its pane: %s", exc, extra={"session": record.id})
+        if handle is None and record.state == "exited":
+            self._show_exited(session, record)
+            return False
         if handle is None:
             why = LOST_HOST_GONE if record.host_kind == host.kind and host.survives_restart else \
                 LOST_NOT_KEPT.format(kind=record.host_kind)
@@ -168,6 +203,15 @@ class Keeper:
         if record.agent_session_id:
             session.memo["agent_session_id"] = record.agent_session_id
         return session
+
+    def _show_exited(self, session: Session, record: Record) -> None:
+        """It had exited before the restart: still exited, with its code and last screen."""
+        assert self.engine is not None
+        lines = json.loads(record.last_screen) if record.last_screen else []
+        session.pane.screen.feed("\r\n".join(lines).encode())
+        session.pane.set_exit(record.exit_code if record.exit_code is not None else -1)
+        self.engine.hub.publish(Created(session.info()))
+        self.engine.panes.apply(session, session.pane.classify(self.engine.store, self.engine.freshness))
 
     def _show_lost(self, session: Session, record: Record, why: str) -> None:
         assert self.engine is not None

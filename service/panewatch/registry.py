@@ -202,5 +202,13 @@ class Registry:
         """The agent's own conversation id (Claude Code's ``session_id``), for ``--resume``."""
         self.update(sid, agent_session_id=agent_session_id)
 
+    def save_screens(self, screens: list[tuple[str, str]]) -> None:
+        """Many sessions' last screens (JSON lists of lines) in one transaction."""
+        now = time.time()
+        with self._conn:
+            self._conn.execute("BEGIN")
+            self._conn.executemany("UPDATE sessions SET last_screen = ?, updated = ? WHERE id = ?",
+                                   [(screen, now, sid) for sid, screen in screens])
+
     def remove(self, sid: str) -> None:
         self._conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
