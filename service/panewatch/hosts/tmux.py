@@ -38,7 +38,7 @@ SOCKET_NAME = "tmux.sock"
 #: Oldest tmux with control-mode flow control (``pause-after``, ``refresh-client -A``).
 MIN_VERSION = (3, 2)
 #: Seconds of lag after which tmux pauses a pane instead of queueing its output without bound.
-PAUSE_AFTER_S = 5
+PAUSE_AFTER_S = 30
 #: Bytes of input per paste buffer (a command line per chunk).
 WRITE_CHUNK = 16 * 1024
 #: Bytes queued on the control client's input before writes are refused.
@@ -496,8 +496,9 @@ class TmuxPane:
     def seed(self, info: PaneInfo, then: Callable[[PaneInfo], None] | None = None, tries: int = SEED_TRIES) -> None:
         """Replace the engine's view with tmux's current screen, then resume the live stream.
 
-        Captures of the main and visible screens and the cursor are three replies; if any output
-        of this pane arrived between the first and the last, they may disagree, so it is redone.
+        The captures (the visible screen, and the main one behind an alternate screen) and the
+        cursor are separate replies; if any output of this pane arrived between the first and
+        the last, they may disagree, so it is redone.
         """
         self._seeding = True
         parts: dict[str, list[bytes]] = {}
@@ -508,7 +509,7 @@ class TmuxPane:
 
         def got(key: str) -> Reply:
             def reply(lines: list[bytes] | None, error: str | None) -> None:
-                if key == "main":
+                if key == first:
                     mark[0] = self._output_count
                 parts[key] = lines or []
                 if key != "info":
@@ -519,7 +520,7 @@ class TmuxPane:
                     if then:
                         then(info)
                     return
-                if self._output_count != mark[0] and tries > 1:
+                if (self._output_count != mark[0] or new.alternate != info.alternate) and tries > 1:
                     self.seed(new, then, tries - 1)
                     return
                 self._seeding = False
@@ -531,7 +532,9 @@ class TmuxPane:
                     then(new)
             return reply
 
-        self.host._send(f"capture-pane -p -e -a -q -t {self.pane_id}", got("main"))
+        first = "main" if info.alternate else "visible"
+        if info.alternate:
+            self.host._send(f"capture-pane -p -e -a -q -t {self.pane_id}", got("main"))
         self.host._send(visible, got("visible"))
         self.host._send(f"display-message -p -t {self.pane_id} {quote(INFO_FORMAT)}", got("info"))
 
@@ -751,6 +754,7 @@ class TmuxHost:
         self.server_pid: int | None = None
         self.pauses = 0  # panes tmux paused because this server read them too late
         self._reconnecting: asyncio.Task[None] | None = None
+        self._panes_snapshot: tuple[float, asyncio.Task[dict[str, PaneInfo]]] | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -995,7 +999,7 @@ class TmuxHost:
         reuses pane ids after its own restart)."""
         if self.control is None or self.control.closed or not re.fullmatch(r"%\d+", ref):
             return None
-        info = await self._info(ref)
+        info = (await self._all_panes()).get(ref)
         if info is None or info.session != session:
             return None
         pane = TmuxPane(self, session, info.pane_id, info.window_id, info.pid, sink)
@@ -1009,6 +1013,22 @@ class TmuxHost:
         else:
             pane.watch()
         return pane
+
+    async def _all_panes(self) -> dict[str, PaneInfo]:
+        """Every pane's info from one ``list-panes -a``, shared by the adoptions of a start-up
+        (100 panes: one command, not 100)."""
+        now = self.loop.time()
+        if self._panes_snapshot is None or now - self._panes_snapshot[0] > 1.0:
+            async def fetch() -> dict[str, PaneInfo]:
+                assert self.control is not None
+                try:
+                    lines = await self.control.command(f"list-panes -a -F {quote(INFO_FORMAT)}")
+                except TmuxError:
+                    return {}
+                found = (PaneInfo.parse(line) for line in lines)
+                return {i.pane_id: i for i in found if i is not None}
+            self._panes_snapshot = (now, self.loop.create_task(fetch()))
+        return await asyncio.shield(self._panes_snapshot[1])
 
     async def list_sessions(self) -> dict[str, str]:
         """Panewatch session id → pane ref of every agent window in this tmux server."""
