@@ -238,6 +238,13 @@ def test_delete_kills_the_tree_and_the_window(state: Path) -> None:
             windows = subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F",
                                       "#{session_name}"], capture_output=True, text=True).stdout.split()
             assert sid not in windows
+            r = c.post("/api/sessions", json={"name": "gone", "command": ["true"], "hooks": False})
+            gone = r.json()["id"]
+            wait_for(lambda: c.get(f"/api/sessions/{gone}").json()["state"] == "exited", what="the exit")
+            assert c.delete(f"/api/sessions/{gone}").status_code == 200
+            windows = subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F",
+                                      "#{session_name}"], capture_output=True, text=True).stdout.split()
+            assert gone not in windows  # an exited agent's window goes with it too
     finally:
         svc.stop()
 

@@ -90,8 +90,8 @@ class Panes:
         handle = session.handle
         if handle is not None:
             try:
-                if handle.alive:
-                    await handle.terminate()
+                # also once exited: a host may still hold the pane (tmux keeps a dead pane's window)
+                await handle.terminate()
             except HostError as exc:
                 log.warning("could not end the agent: %s", exc, extra={"session": session.id})
             handle.close()
