@@ -236,6 +236,14 @@ async def test_adopting_an_exited_pane_gives_its_last_screen_and_status(host: Tm
         await second.stop()
 
 
+async def test_orphan_windows_are_removed_but_known_ones_kept(host: TmuxHost) -> None:
+    kept = host.spawn(spec("keep1", "sleep", "1000"), Sink())
+    orphan = host.spawn(spec("orph1", "sleep", "1001"), Sink())
+    assert await host.remove_orphans({"keep1"}) == ["orph1"]
+    await until(lambda: not _not_zombie(orphan.pid), what="the orphan gone")
+    assert set(await host.list_sessions()) == {"keep1"} and _not_zombie(kept.pid)
+
+
 async def test_killed_tmux_server_loses_every_pane(host: TmuxHost) -> None:
     sinks = [Sink(), Sink()]
     for i, sink in enumerate(sinks):

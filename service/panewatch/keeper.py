@@ -143,6 +143,11 @@ class Keeper:
         """Every registry session back under its id: adopted where its pane lives, else lost."""
         assert self.engine is not None
         records = self.registry.all()
+        remove_orphans = getattr(self.engine.host, "remove_orphans", None)
+        if remove_orphans is not None:
+            for sid in await remove_orphans({r.id for r in records}):
+                log.warning("ended an agent window the registry did not know (a server killed while starting it)",
+                            extra={"session": sid})
         if not records:
             return
         results = await asyncio.gather(*(self._restore(r) for r in records), return_exceptions=True)

@@ -1030,6 +1030,27 @@ class TmuxHost:
             self._panes_snapshot = (now, self.loop.create_task(fetch()))
         return await asyncio.shield(self._panes_snapshot[1])
 
+    async def remove_orphans(self, keep: set[str]) -> list[str]:
+        """End agent windows no registry session names (a server killed between starting an agent
+        and recording it); windows a user opened by hand carry no Panewatch id and stay."""
+        gone = []
+        for session, ref in (await self.list_sessions()).items():
+            if session not in keep:
+                info = (await self._all_panes()).get(ref)
+                if info is not None:
+                    if info.pid and not info.dead:
+                        for pid in tree_pids(info.pid):
+                            try:
+                                os.kill(pid, signals.SIGKILL)
+                            except OSError:
+                                pass
+                    try:
+                        await self.control.command(f"kill-window -t {info.window_id}")  # type: ignore[union-attr]
+                    except TmuxError:
+                        pass
+                    gone.append(session)
+        return gone
+
     async def list_sessions(self) -> dict[str, str]:
         """Panewatch session id → pane ref of every agent window in this tmux server."""
         if self.control is None or self.control.closed:
