@@ -11,10 +11,6 @@ from panewatch.manifest import ManifestStore, bundled_manifest_dir
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes tens of seconds (deselect with -m 'not slow')")
-
-
 @pytest.fixture(autouse=True)
 def private_state_dir(tmp_path_factory, monkeypatch):
     """Every server a test starts keeps its state (tmux socket, registry, token) in a folder of

@@ -233,8 +233,9 @@ async def test_screen_websocket_full_then_changed_rows(live):
 
 async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
     """A client that never reads: the agent's output keeps flowing and other clients are served."""
-    s = await live.create(command=bash("i=0; while [ $i -lt 4000 ]; do printf 'line %05d %s\\r\\n' $i "
-                                       "\"$(printf 'x%.0s' $(seq 80))\"; i=$((i+1)); done; printf 'END'; sleep 30"),
+    # one process, no fork per line: the output's pace is the PTY's, not the machine's fork rate
+    s = await live.create(command=bash("x=$(printf 'x%.0s' $(seq 80)); i=0; while [ $i -lt 4000 ]; do "
+                                       "printf 'line %05d %s\\r\\n' $i \"$x\"; i=$((i+1)); done; printf 'END'; sleep 30"),
                           rows=40, cols=120)
     stuck = await live.ws(f"/ws/sessions/{s['id']}/screen", max_size=None).__aenter__()
     stuck.transport.pause_reading()  # never read: its socket buffers fill up

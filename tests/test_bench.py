@@ -23,6 +23,7 @@ from panewatch.engine import Engine
 from panewatch.session import SessionSpec
 
 
+@pytest.mark.slow
 def test_quick_bench_prints_every_figure(tmp_path):
     out_json = tmp_path / "figures.json"
     proc = subprocess.run(

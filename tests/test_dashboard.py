@@ -21,7 +21,6 @@ from dashboard_support import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
-    RULE,
     Server,
     echo_agent,
     free_port,
@@ -426,17 +425,11 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
 # --- the page's pure helpers, run in the browser ------------------------------------------------
 
 
-def test_option_and_command_parsing(page) -> None:
-    result = page.evaluate("""async (rule) => {
+def test_command_parsing_and_card_helpers(page) -> None:
+    # (a prompt's options are read on the server: tests/test_prompts.py)
+    result = page.evaluate("""async () => {
         const m = await import('/static/parse.js');
         return {
-            claude: m.parseOptions([
-                ' 1. an agent reply mentioning options', rule,
-                ' Bash command', '   rm -rf build', ' Do you want to proceed?',
-                ' ❯ 1. Yes', "   2. Yes, and don't ask again for rm commands in /work", '   3. No',
-                '', ' Esc to cancel · Tab to amend']),
-            above_rule_only: m.parseOptions([' ❯ 1. Yes', '   2. No', rule, '> ', rule]),
-            no_rule: m.parseOptions(['Pick one:', '  1) red', '› 2) blue']),
             argv_words: m.parseCommand(`claude --model "opus 4" it\\\\'s 'a b'`),
             argv_json: m.parseCommand('["python", "-m", "x y"]'),
             empty: m.parseCommand('   '),
@@ -448,14 +441,8 @@ def test_option_and_command_parsing(page) -> None:
                 { id: 'd', state: 'working', since: 1, created: 4 }]),
             durations: [m.formatDuration(7), m.formatDuration(185), m.formatDuration(7500)],
         };
-    }""", RULE)
-    assert result["claude"] == [
-        {"option": 1, "label": "Yes", "selected": True},
-        {"option": 2, "label": "Yes, and don't ask again for rm commands in /work", "selected": False},
-        {"option": 3, "label": "No", "selected": False},
-    ]
-    assert result["above_rule_only"] == []
-    assert [o["label"] for o in result["no_rule"]] == ["red", "blue"]
+    }""")
+    assert "parseOptions" not in page.evaluate("async () => Object.keys(await import('/static/parse.js'))")
     assert result["argv_words"] == ["claude", "--model", "opus 4", "it's", "a b"]
     assert result["argv_json"] == ["python", "-m", "x y"]
     assert result["empty"] is None

@@ -22,8 +22,8 @@ from panewatch.lab.pty_session import PtySession
 from live import wait_listening
 
 CLAUDE = find_claude()
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                                "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
+                                "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")]
 
 PACKAGE_PARENT = str(Path(panewatch.__file__).resolve().parents[1])
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"

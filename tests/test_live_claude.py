@@ -23,8 +23,8 @@ from panewatch.lab.mock_server import MockServer
 from panewatch.lab.scenario import Pacing, load_scenario
 
 CLAUDE = find_claude()
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                                f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
+                                f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)")]
 
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 #: The think step, shortened: long enough to be seen working, short enough for a fast test.

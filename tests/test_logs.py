@@ -8,6 +8,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +38,7 @@ class Service:
         first = self.proc.stdout.readline()
         found = re.search(r"http://[\d.]+:(\d+)", first)
         assert found, first + self.drain()
+        self.port = int(found.group(1))
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{found.group(1)}",
                                  headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
 
@@ -116,6 +118,12 @@ def test_session_log_lines_carry_the_session_id(tmp_path):
         assert service.http.delete(f"/api/sessions/{sid}").status_code == 200
         deleted = service.wait_line(lambda rec: rec["msg"].startswith("deleted"))
         assert deleted["session"] == sid
+
+        with socket.create_connection(("127.0.0.1", service.port), 5) as raw:  # not HTTP at all
+            raw.sendall(b"\x16\x03\x01 not http\r\n\r\n")
+            raw.recv(1024)
+        uvicorn_line = service.wait_line(lambda rec: rec["logger"].startswith("uvicorn"))
+        assert uvicorn_line["level"] == "warning" and "Invalid HTTP request" in uvicorn_line["msg"]
     finally:
         service.stop()
     rest = service.drain()

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { LiveSocket } from "./live.js";
-import { formatDuration, parseOptions, shortPath } from "./parse.js";
+import { formatDuration, shortPath } from "./parse.js";
 
 const ESC_KEY = "\u001b";
 
@@ -260,6 +260,7 @@ export class Card {
     if (msg.size && this.rows.length > msg.size.rows) this.rows.length = msg.size.rows;
     this.screenSeen = true;
     this.cursor = msg.cursor || null;
+    if (msg.prompt !== undefined) this.prompt = msg.prompt; // decided on the server, from the matched rule
     if (msg.title !== undefined) this.session.title = msg.title;
     this.queueRender();
   }
@@ -299,17 +300,21 @@ export class Card {
     const blocked = this.session.state === "blocked";
     this.promptEl.hidden = !blocked;
     if (!blocked) return;
-    const options = parseOptions(this.rows);
+    const options = (this.prompt && this.prompt.options) || [];
     const key = JSON.stringify(options);
     if (key === this.optionsKey && this.optionsEl.childElementCount) return; // keep focus and hover
     this.optionsKey = key;
     this.options = options;
-    const buttons = options.map((o) => h("button", {
-      type: "button",
-      class: `option${o.selected ? " selected" : ""}`,
-      dataset: { option: String(o.option) },
-      onclick: () => this.ask({ kind: "answer", answer: { option: o.option }, label: `${o.option}. ${o.label}` }),
-    }, `${o.option}. ${o.label}`));
+    const buttons = options.map((o) => {
+      // numbered menus answer with the option's number; the others carry their keys
+      const label = o.option ? `${o.option}. ${o.label}` : o.label;
+      return h("button", {
+        type: "button",
+        class: `option${o.selected ? " selected" : ""}`,
+        dataset: { option: String(o.option ?? "") },
+        onclick: () => this.ask({ kind: "answer", answer: o.option ? { option: o.option } : { keys: o.keys }, label }),
+      }, label);
+    });
     buttons.push(h("button", {
       type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
       onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
@@ -317,7 +322,7 @@ export class Card {
     this.optionsEl.replaceChildren(...buttons);
     this.promptNote.textContent = options.length
       ? ""
-      : this.screenSeen ? "No numbered options found on the screen; read it below." : "Loading the screen…";
+      : this.screenSeen ? "No options found on the screen; read it below." : "Loading the screen…";
     if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
         && !options.some((o) => o.option === this.pending.answer.option)) this.cancel();
   }

@@ -1,41 +1,6 @@
-// Pure helpers (no DOM): reading a prompt's options off the screen, parsing a command line,
-// formatting durations. Kept free of side effects so the tests can import and call them.
-
-// The same shape the manifests call a horizontal rule (service/panewatch/manifest.py).
-const HORIZONTAL_RULE = /^\s*[╭╰├┌└]?[─━═]{8,}[╮╯┤┐┘]?\s*$/;
-
-// An option row of a Claude-style menu: "❯ 1. Yes", "  2. Yes, and don't ask again…", "3. No".
-// Also "> 1." and "› 1." used by other agents' menus.
-const OPTION_ROW = /^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$/;
-
-/**
- * The options of the prompt on screen, from the rows below the last horizontal rule
- * (or the bottom 12 rows when the screen has no rule).
- * Returns [{option: 1, label: "Yes", selected: true}, ...], numbered 1, 2, 3... in order;
- * an empty list when no menu is found.
- */
-export function parseOptions(rows) {
-  if (!Array.isArray(rows)) return [];
-  let start = -1;
-  for (let i = rows.length - 1; i >= 0; i--) {
-    if (HORIZONTAL_RULE.test(rows[i] || "")) { start = i + 1; break; }
-  }
-  const region = start >= 0 ? rows.slice(start) : rows.slice(-12);
-  const options = [];
-  for (const row of region) {
-    const m = OPTION_ROW.exec(row || "");
-    if (!m) continue;
-    const n = Number(m[2]);
-    if (n !== options.length + 1) {
-      if (n === 1) options.length = 0; // a new menu starts: forget a stray earlier "1."
-      else continue;
-    }
-    const label = m[3].trim();
-    if (!label) continue;
-    options.push({ option: n, label, selected: Boolean(m[1]) });
-  }
-  return options.length >= 1 ? options : [];
-}
+// Pure helpers (no DOM): parsing a command line, formatting durations, ordering cards. Kept
+// free of side effects so the tests can import and call them. (The prompt's options come from
+// the server's screen payload: the browser parses no screen text.)
 
 /**
  * An argv from what a user typed: a JSON array of strings, or words split on spaces with

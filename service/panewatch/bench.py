@@ -182,7 +182,7 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
     env = {**os.environ, "PANEWATCH_SETTLE_MS": str(settle_ms), "PANEWATCH_CAP_MS": str(cap_ms),
            "PANEWATCH_BACKEND": backend}
     env.pop("PANEWATCH_CONFIG", None)
-    argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), "--token", token,
+    argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), f"--token={token}",
             "--mode", mode, "--sweep-ms", str(sweep_ms)]
     return Server(argv, env, port, token)
 
@@ -190,7 +190,7 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
 def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     port, token = free_port(), secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    argv = [sys.executable, "-m", "panewatch.bench_probe", "--port", str(port), "--token", token,
+    argv = [sys.executable, "-m", "panewatch.bench_probe", "--port", str(port), f"--token={token}",
             "--mode", mode, "--sweep-ms", str(sweep_ms), "--settle-ms", str(settle_ms),
             "--cap-ms", str(cap_ms), "--backend", backend]
     return Server(argv, env, port, token)

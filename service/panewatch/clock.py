@@ -23,6 +23,9 @@ class Clock(Protocol):
 
     def call_soon(self, fn: Callable[[], None]) -> None: ...
 
+    async def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass (other tasks run meanwhile)."""
+
 
 class LoopClock:
     """The running event loop's clock and timers."""
@@ -38,6 +41,9 @@ class LoopClock:
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.loop.call_soon(fn)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class _ManualTimer:
@@ -70,6 +76,23 @@ class ManualClock:
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         self.call_at(self.now, fn)
+
+    async def sleep(self, seconds: float) -> None:
+        """Simulated waiting: time moves by ``seconds`` at once (running what falls due), and
+        the loop gets one turn so that hosts' callbacks run."""
+        await asyncio.sleep(0)
+        self.advance(seconds)
+        await asyncio.sleep(0)
+
+    def tick(self) -> int:
+        """Run what is due now and was scheduled before this call: one turn of a loop."""
+        due = []
+        while self._queue and self._queue[0][0] <= self.now:
+            due.append(heapq.heappop(self._queue))
+        for _, _, timer, fn in due:
+            if not timer.cancelled:
+                fn()
+        return len(due)
 
     def run_due(self) -> int:
         """Run everything due now (including what that schedules for now); how many ran."""

@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from .integrations.base import is_plain, plain_report
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
+from .procinfo import Program, program_name
 from .panes import Panes
-from .scheduler import Mode, Scheduler, Timing
+from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
 from .states import Decision, State
@@ -60,17 +61,24 @@ def _check_size(rows: int, cols: int) -> None:
 class Engine:
     """All sessions of one service, behind a narrow surface."""
 
-    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None, sweep_ms: int = 700,
+    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None,
+                 hosts: Mapping[str, PaneHost] | None = None, sweep_ms: int = 700,
                  mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
                  report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
                  manifest_check_s: float = 1.0, backend: str = "pyte", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time, keeper: Keeper | None = None) -> None:
+                 wall: Callable[[], float] = time.time,
+                 programs: Callable[[int], Program | None] = program_name, keeper: Keeper | None = None) -> None:
         screen_class(backend)  # a backend that is not installed fails here, not at the first session
-        if host is None:
-            from .hosts.pty import PtyHost
-            host = PtyHost()
-        self.store, self.host, self.backend, self.wall = store, host, backend, wall
+        if hosts is None:
+            if host is None:
+                from .hosts.pty import PtyHost
+                host = PtyHost()
+            hosts = {host.kind: host}
+        #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
+        self.hosts: dict[str, PaneHost] = dict(hosts)
+        self.host = host if host is not None else next(iter(self.hosts.values()))
+        self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
@@ -97,7 +105,8 @@ class Engine:
         loop = asyncio.get_running_loop()
         clock = self._clock or LoopClock(loop)
         self._panes = Panes(self, clock)
-        await self.host.start()
+        for each in self.hosts.values():
+            await each.start()
         if self.keeper is not None:
             self.keeper.bind(self)
             await self.keeper.restore()  # same ids; adopted where their panes live, else lost
@@ -111,7 +120,8 @@ class Engine:
         self._tasks.clear()
         if self._panes is not None:
             await self._panes.close_all()
-        await self.host.stop()
+        for each in self.hosts.values():
+            await each.stop()
         if self.keeper is not None:
             self.keeper.close()
         await self.notifier.aclose()
@@ -143,6 +153,7 @@ class Engine:
         if spec.cwd and not os.path.isdir(spec.cwd):
             raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
         _check_size(spec.rows, spec.cols)
+        host = self._host(spec.host)
         panes = self.panes
         sid = secrets.token_hex(4)
         while sid in panes.sessions:
@@ -152,14 +163,14 @@ class Engine:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
         pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
                     agent=spec.agent, clock=panes.clock.time, wall=self.wall)
-        session = Session(sid, spec, argv, pane, chosen)
+        session = Session(sid, spec, argv, pane, chosen, host.kind)
         env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
                                      "PANEWATCH_REPORT_TOKEN": session.report_token,
                                      "PANEWATCH_URL": self.service_url})
         launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
-            session.handle = self.host.spawn(launch, panes.sink(session))
+            session.handle = host.spawn(launch, panes.sink(session))
         except SpawnError as exc:
             panes.failed(session, str(exc))
             return session.info()
@@ -167,6 +178,42 @@ class Engine:
         self._record(session)
         log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
                  extra={"session": sid})
+        panes.sample_foreground(session)
+        self.hub.publish(Created(session.info()))
+        panes.apply(session, pane.decision, force=True)
+        return session.info()
+
+    def _host(self, kind: str | None) -> PaneHost:
+        if kind is None:
+            return self.host
+        found = self.hosts.get(kind)
+        if found is None:
+            raise InvalidRequest(f"unknown host {kind!r} (configured: {', '.join(self.hosts)})")
+        return found
+
+    async def adopt(self, kind: str, ref: str, spec: SessionSpec, *, sid: str, argv: list[str],
+                    report_token: str | None = None) -> dict[str, Any] | None:
+        """Take over a pane a previous server started on a host whose panes survive restarts
+        (tmux), under its old id; its info, or None when the pane is gone."""
+        host = self._host(kind)
+        panes = self.panes
+        if sid in panes.sessions:
+            raise InvalidRequest(f"session {sid!r} exists already")
+        chosen = integration(manifest.manifest.hooks) if (manifest := self.store.get(spec.agent or "")) else None
+        pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
+                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+        session = Session(sid, spec, list(argv), pane, chosen, host.kind)
+        if report_token:
+            session.report_token = report_token
+        panes.add(session)
+        handle = await host.adopt(ref, sid, panes.sink(session))
+        if handle is None:
+            await panes.remove(session)
+            return None
+        session.handle = handle
+        pane.own_pid = handle.pid
+        self._record(session)
+        log.info("adopted %s from %s (%s)", argv[0] if argv else "?", kind, ref, extra={"session": sid})
         panes.sample_foreground(session)
         self.hub.publish(Created(session.info()))
         panes.apply(session, pane.decision, force=True)
@@ -281,7 +328,7 @@ class Engine:
             raise Conflict("the session has exited", decision)
         if enter:
             # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await asyncio.sleep(0.08)
+            await self.panes.clock.sleep(0.08)
             self._write(session, b"\r")
         return decision
 
@@ -301,7 +348,7 @@ class Engine:
         clock = panes.clock
         limit = clock.time() + 1.0
         while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await asyncio.sleep(0.03)
+            await clock.sleep(0.03)
         decision = panes.classify(session)
         if decision.state != State.blocked:
             raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
@@ -314,7 +361,7 @@ class Engine:
         start = clock.time()
         took = False
         while clock.time() - start < deadline:
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
             decision = panes.classify(session)
             if decision.state != State.blocked:
                 took = True

@@ -7,9 +7,10 @@ Two ways to listen:
 
 - ``hub.listen(fn)``: called synchronously, in order, for every event (output bytes included)
   on the event loop; for in-process sinks that must see every byte (a recording, a tap);
-- ``hub.stream(snapshot)``: an async iterator of the state-level events (not output) with a
-  bounded mailbox; a consumer that falls behind is not given a growing queue but, once, a fresh
-  ``Snapshot`` from which to start over.
+- ``hub.stream(snapshot)``: an async iterator of the state-level events (created, deleted,
+  state changed, notification; not output bytes or raw reports) with a bounded mailbox; a
+  consumer that falls behind is not given a growing queue but, once, a fresh ``Snapshot``
+  from which to start over.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class EventHub:
                 fn(event)
             except Exception:  # a broken sink must not stop the engine or the other sinks
                 log.exception("event listener %r failed on %s", fn, event.type)
-        if isinstance(event, Output):
-            return
+        if isinstance(event, (Output, Reported)):
+            return  # per-byte and per-hook detail is for in-process sinks, not client streams
         for stream in list(self._streams):
             stream.put(event)

@@ -121,7 +121,7 @@ class Keeper:
         self.registry.add(Record(
             id=sid, name=session.name, command=list(session.argv), cwd=session.cwd,
             token_hash=session.memo.get("token_hash") or hash_token(session.report_token),
-            host_kind=self.engine.host.kind, host_ref=handle.ref if handle is not None else None,
+            host_kind=session.host, host_ref=handle.ref if handle is not None else None,
             rows=session.pane.screen.rows, cols=session.pane.screen.cols, agent=session.spec.agent,
             created=session.created, agent_session_id=session.memo.get("agent_session_id"),
             state=str(session.pane.decision.state), since=session.pane.decision.since,
@@ -143,8 +143,10 @@ class Keeper:
         """Every registry session back under its id: adopted where its pane lives, else lost."""
         assert self.engine is not None
         records = self.registry.all()
-        remove_orphans = getattr(self.engine.host, "remove_orphans", None)
-        if remove_orphans is not None:
+        for each in self.engine.hosts.values():
+            remove_orphans = getattr(each, "remove_orphans", None)
+            if remove_orphans is None:
+                continue
             for sid in await remove_orphans({r.id for r in records}):
                 log.warning("ended an agent window the registry did not know (a server killed while starting it)",
                             extra={"session": sid})
@@ -165,7 +167,7 @@ class Keeper:
         session = self._new_session(record)
         self._known.add(record.id)
         panes.add(session)
-        host = engine.host
+        host = engine.hosts.get(record.host_kind, engine.host)
         handle = None
         if record.host_kind == host.kind and host.survives_restart and record.host_ref:
             try:
@@ -201,7 +203,7 @@ class Keeper:
         sid = record.id
         pane = Pane(make_screen(engine.backend, record.rows, record.cols, reply=lambda data: panes.reply(sid, data)),
                     agent=record.agent, clock=panes.clock.time, wall=engine.wall)
-        session = Session(sid, spec, list(record.command), pane, chosen)
+        session = Session(sid, spec, list(record.command), pane, chosen, record.host_kind)
         session.created = record.created
         session.report_token = ""  # unknown: only its hash was kept
         session.memo["token_hash"] = record.token_hash
@@ -274,6 +276,7 @@ class Keeper:
             raise Conflict(f"could not resume: {exc}", session.pane.decision) from None
         panes.scheduler.forget(sid)
         session.pane, session.argv, session.error, session.handle = pane, argv, None, handle
+        session.host = host.kind
         session.report_token = token
         session.memo["token_hash"] = hash_token(token)
         panes.scheduler.add(sid, pane)

@@ -1,4 +1,8 @@
-"""Log lines that carry the session they are about (``extra={"session": id}``)."""
+"""Log lines that carry the session they are about (``extra={"session": id}``).
+
+uvicorn's own loggers go through the same handler, so ``--log-json`` means every line is JSON
+(a 500's traceback included, as one ``exc`` field instead of ~120 plain lines).
+"""
 
 from __future__ import annotations
 
@@ -27,10 +31,17 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+#: uvicorn's loggers and the least level shown for each (its access log stays off).
+UVICORN_LOGGERS = {"uvicorn": logging.WARNING, "uvicorn.error": logging.WARNING, "uvicorn.access": logging.WARNING}
+
+
 def setup_logging(json_lines: bool = False, level: int = logging.INFO) -> None:
+    """One handler on stderr for Panewatch's loggers and uvicorn's (start uvicorn with
+    ``log_config=None`` so that it keeps them)."""
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonFormatter() if json_lines else _TextFormatter())
-    root = logging.getLogger("panewatch")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    for name, least in {"panewatch": level, **UVICORN_LOGGERS}.items():
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(least)
+        logger.propagate = False

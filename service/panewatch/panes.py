@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import suppress
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
 from .events import Created, Output, StateChanged
 from .hosts.base import HostError, PaneSink
-from .procinfo import program_name
 from .scheduler import Scheduler
 from .session import Session
 from .states import Decision, Source, State
@@ -101,13 +101,17 @@ class Panes:
     async def close_all(self) -> None:
         """The server stops: agents end with it, unless their host keeps them for the next one."""
         self.scheduler.stop()
-        if self.engine.host.survives_restart:
-            for session in list(self.sessions.values()):
+        ending = []
+        for session in list(self.sessions.values()):
+            host = self.engine.hosts.get(session.host)
+            if host is not None and host.survives_restart:
                 if session.handle is not None:
                     session.handle.close()
-            await asyncio.gather(*(s.transcript.aclose() for s in self.sessions.values() if s.transcript))
-            return
-        await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
+                if session.transcript:
+                    ending.append(session.transcript.aclose())
+            else:
+                ending.append(self._end(session))
+        await asyncio.gather(*ending)
 
     # -- from the host ---------------------------------------------------------------------
     def output(self, session: Session, data: bytes) -> None:
@@ -140,10 +144,8 @@ class Panes:
         session = self.sessions.get(sid)
         if session is not None and session.handle is not None and session.handle.alive \
                 and not session.handle.answers_queries:
-            try:
+            with suppress(HostError):  # an agent that does not read its input does not read the answer
                 session.handle.write(data)
-            except HostError:
-                pass  # an agent that does not read its input does not read the answer either
 
     # -- Flow (the scheduler's calls) ------------------------------------------------------
     def fed(self, key: str) -> None:
@@ -184,7 +186,7 @@ class Panes:
     def sample_foreground(self, session: Session) -> None:
         handle = session.handle
         if handle is not None and not session.pane.exited:
-            session.pane.sample_foreground(handle.foreground_pgid(), program_name)
+            session.pane.sample_foreground(handle.foreground_pgid(), self.engine.programs)
 
     def classify(self, session: Session, *, fresh: bool = True, sample: bool = True) -> Decision:
         """Classify one session now (``fresh``: feed every pending byte first; ``sample``:

@@ -2,7 +2,8 @@
 that matched, so every client (the dashboard, scripts) shows the same answerable choices.
 
 Kinds: ``options`` (a numbered menu, wherever it sits on the screen: inside a box, below a
-labelled rule, with or without a selection marker), ``yes_no`` (``(y/n)``, ``[Y/n]``),
+labelled rule, with or without a selection marker; or a menu without numbers around its
+selected row, whose options carry the arrow keys that pick them), ``yes_no`` (``(y/n)``, ``[Y/n]``),
 ``password`` (a hidden-input question), ``text`` (anything else: the user reads the screen).
 """
 
@@ -17,6 +18,9 @@ from .manifest import CompiledManifest, region_lines
 
 #: An option row: "❯ 1. Yes", "  2. Yes, and don't ask again…", "│ 3) No │", "› 1. Allow".
 OPTION_ROW = re.compile(r"^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$")
+#: The selected row of a menu without numbers: "❯ No, exit" (Claude's trust dialog).
+MARKED_ROW = re.compile(r"^(\s*(?:│\s*)?)([❯›▶]) (\S.*?)\s*(?:│\s*)?$")
+UP, DOWN, ENTER = "\x1b[A", "\x1b[B", "\r"
 YES_NO = re.compile(r"\((?:y/n|yes/no)\)|\[(?:y/n|yes/no)\]", re.IGNORECASE)
 PASSWORD = re.compile(r"(?:password|passphrase|pin)\b[^\n]*:\s*$", re.IGNORECASE)
 #: A menu longer than this is not a prompt's menu.
@@ -50,6 +54,33 @@ def numbered_options(lines: Sequence[str]) -> list[dict[str, Any]]:
     return options
 
 
+def marked_options(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """A menu without numbers around its selected row: the rows above and below at the same
+    indentation. Each option's ``keys`` move the selection there (arrows) and press Enter."""
+    for index in range(len(lines) - 1, -1, -1):
+        m = MARKED_ROW.match(lines[index])
+        if m is None:
+            continue
+        indent = len(m.group(1)) + 2
+        rows = [index]
+        for step in (-1, 1):
+            i = index + step
+            while 0 <= i < len(lines) and len(rows) < MAX_OPTIONS:
+                line = lines[i]
+                if not line.strip() or len(line) - len(line.lstrip()) != indent or OPTION_ROW.match(line):
+                    break
+                rows.append(i)
+                i += step
+        rows.sort()
+        if len(rows) < 2:
+            return []
+        chosen = rows.index(index)
+        return [{"label": (m.group(3) if i == index else lines[i].strip())[:MAX_LABEL], "selected": i == index,
+                 "keys": (DOWN * (n - chosen) if n >= chosen else UP * (chosen - n)) + ENTER}
+                for n, i in enumerate(rows)]
+    return []
+
+
 def read_prompt(lines: Sequence[str], *, title: str = "", cursor_row: int | None = None,
                 manifest: CompiledManifest | None = None, rule: str | None = None) -> Prompt:
     """The prompt on a blocked screen. The matched rule's region is searched first (that is
@@ -60,7 +91,7 @@ def read_prompt(lines: Sequence[str], *, title: str = "", cursor_row: int | None
         if found is not None:
             region = region_lines(found.region, lines, title, cursor_row)
     for candidate in (region, list(lines)):
-        options = numbered_options(candidate)
+        options = numbered_options(candidate) or marked_options(candidate)
         if options:
             return Prompt("options", options)
     tail = [line for line in lines if line.strip()][-3:]

@@ -126,19 +126,20 @@ class Scheduler:
             self._schedule_change(key, pane)
 
     def _feed_tick(self) -> None:
-        """Feed every pane a slice, round-robin, within a time budget per tick."""
+        """Feed one slice at a time, round-robin (a pane with more to feed goes to the back),
+        until the tick's time budget is spent; at least one slice per tick."""
         self._feed_scheduled = False
-        budget = self.timing.tick_budget_s
-        start = self.perf()
-        while self._feeding and self.perf() - start < budget:
-            for key, pane in list(self._feeding.items()):
-                if pane.feed(self.timing.feed_budget):
-                    self.flow.fed(key)
-                if not pane.pending:
-                    del self._feeding[key]
-                self._maybe_resume(key, pane)
-                if self.perf() - start >= budget:
-                    break
+        budget, start = self.timing.tick_budget_s, self.perf()
+        while self._feeding:
+            key = next(iter(self._feeding))
+            pane = self._feeding.pop(key)
+            if pane.feed(self.timing.feed_budget):
+                self.flow.fed(key)
+            if pane.pending:
+                self._feeding[key] = pane
+            self._maybe_resume(key, pane)
+            if self.perf() - start >= budget:
+                break
         if self._feeding:
             self._feed_scheduled = True
             self.clock.call_soon(self._feed_tick)
@@ -201,7 +202,7 @@ class Scheduler:
         if self._hot(pane, now):
             first = self._first_big.get(key, now)
             quiet = now - pane.last_output >= t.settle_s - 1e-3
-            if not quiet and now - first < t.cap_s:
+            if not quiet and now - first < t.cap_s - 1e-6:  # (a float tie must not re-arm at `now`)
                 self._schedule_change(key, pane)
                 return
             if pane.unread_bytes >= t.change_bytes:

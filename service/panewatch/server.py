@@ -34,7 +34,8 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if generated:  # kept in the state folder: a restart does not log the dashboard out
         settings = settings.model_copy(update={"token": hosting.token or new_token()})
     app = create_app(settings, hosting=hosting)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+    # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             ws_ping_interval=20, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())

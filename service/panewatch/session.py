@@ -32,6 +32,7 @@ class SessionSpec:
     cols: int = 120
     hooks: bool = True
     name: str | None = None
+    host: str | None = None  # the pane host's kind (None: the engine's default)
 
 
 def expand_command(command: Sequence[str]) -> list[str]:
@@ -51,12 +52,13 @@ class Session:
     """A launched agent: its pane (screen, signals, decision) and how to reach it."""
 
     def __init__(self, sid: str, spec: SessionSpec, argv: list[str], pane: Pane,
-                 integration: Integration | None) -> None:
+                 integration: Integration | None, host: str = "pty") -> None:
         self.id = sid
         self.spec = spec
         self.argv = argv
         self.pane = pane
         self.integration = integration
+        self.host = host
         self.name = spec.name or spec.agent or (os.path.basename(argv[0]) if argv else sid)
         self.cwd = spec.cwd or os.getcwd()
         self.created = time.time()
@@ -84,6 +86,8 @@ class Session:
             **d.as_dict(),
             "since": d.since,
             "pid": self.handle.pid if self.handle else None,
+            "host": self.host,
+            "ref": self.handle.ref if self.handle else None,
             "foreground": fg.name if fg else None,
             "foreground_pid": pane.fg.pgid,
             "exit_code": pane.exit_code,

@@ -25,12 +25,12 @@ def _frame(view: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any] 
     if last is None or len(last["rows"]) != len(view["rows"]):
         return {"type": "screen", "full": True, **view}
     rows, old_rows = view["rows"], last["rows"]
-    diff = {str(i): row for i, (old, row) in enumerate(zip(old_rows, rows)) if old != row}
+    diff = {str(i): row for i, (old, row) in enumerate(zip(old_rows, rows, strict=True)) if old != row}
     frame = {"type": "screen", "full": False, "changed": diff,
              **{k: v for k, v in view.items() if k not in ("rows", "styles")}}
     moved = diff or any(view[k] != last[k] for k in ("cursor", "state", "rule", "title", "size", "prompt"))
     if "styles" in view and "styles" in last:
-        changed_styles = {str(i): st for i, (old, st) in enumerate(zip(last["styles"], view["styles"]))
+        changed_styles = {str(i): st for i, (old, st) in enumerate(zip(last["styles"], view["styles"], strict=False))
                           if old != st or str(i) in diff}
         frame["changed_styles"] = changed_styles
         moved = moved or bool(changed_styles)

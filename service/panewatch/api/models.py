@@ -16,6 +16,7 @@ class NewSession(BaseModel):
     cols: int = Field(120, ge=10, le=1000)
     hooks: bool = Field(True, description="add the agent's reporting hooks (Claude Code: --settings)")
     name: str | None = Field(None, max_length=80)
+    host: str | None = Field(None, max_length=40, description="pane host (`pty` unless another is configured)")
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:

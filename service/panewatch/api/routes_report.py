@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
@@ -35,8 +35,8 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 
 @router.post("/report", status_code=202, tags=["hooks"])
-async def report(request: Request, session: str | None = Query(None),
-                 engine: Engine = Depends(engine_of)) -> dict[str, Any]:
+async def report(request: Request, engine: Annotated[Engine, Depends(engine_of)],
+                 session: Annotated[str | None, Query()] = None) -> dict[str, Any]:
     """A Claude Code hook payload, or ``{"state": ...}``, authorised by the session's own token."""
     presented = presented_token(request)
     if presented is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -24,13 +24,13 @@ def web_dir() -> Path:
 
 
 @router.get("/healthz", tags=["service"])
-async def healthz(engine: Engine = Depends(engine_of)) -> dict[str, Any]:
+async def healthz(engine: Annotated[Engine, Depends(engine_of)]) -> dict[str, Any]:
     return {"ok": True, "version": __version__, "sessions": len(engine)}
 
 
 @router.get("/metrics", tags=["service"], response_class=Response,
             responses={200: {"content": {metrics.CONTENT_TYPE: {}}}})
-async def metrics_text(request: Request, engine: Engine = Depends(engine_of)) -> Response:
+async def metrics_text(request: Request, engine: Annotated[Engine, Depends(engine_of)]) -> Response:
     """Prometheus text format; needs the token unless ``metrics_public`` is set."""
     if not settings_of(request).metrics_public:
         require_token(request)
@@ -38,7 +38,7 @@ async def metrics_text(request: Request, engine: Engine = Depends(engine_of)) ->
 
 
 @router.get("/", include_in_schema=False)
-async def index(request: Request, token_q: str | None = Query(None, alias="token")) -> Response:
+async def index(request: Request, token_q: Annotated[str | None, Query(alias="token")] = None) -> Response:
     token = settings_of(request).token or ""
     if token_q is not None:
         if not token_matches(token_q, token):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response, StreamingResponse
@@ -14,76 +14,77 @@ from .deps import engine_of, require_token
 from .models import AnswerBody, NewSession, ResizeBody, SendBody
 
 router = APIRouter(dependencies=[Depends(require_token)])
-E = Depends(engine_of)
+E = Annotated[Engine, Depends(engine_of)]
 
 
 @router.get("/api/agents", tags=["agents"])
-async def agents(engine: Engine = E) -> dict[str, Any]:
+async def agents(engine: E) -> dict[str, Any]:
     return engine.agents()
 
 
 @router.post("/api/sessions", status_code=201, tags=["sessions"])
-async def create_session(body: NewSession, engine: Engine = E) -> dict[str, Any]:
+async def create_session(body: NewSession, engine: E) -> dict[str, Any]:
     return engine.create(SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
-                                     rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name))
+                                     rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
+                                     host=body.host))
 
 
 @router.get("/api/sessions", tags=["sessions"])
-async def list_sessions(engine: Engine = E) -> dict[str, Any]:
+async def list_sessions(engine: E) -> dict[str, Any]:
     return {"sessions": engine.list()}
 
 
 @router.get("/api/sessions/{sid}", tags=["sessions"])
-async def get_session(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def get_session(sid: str, engine: E) -> dict[str, Any]:
     return engine.get(sid)
 
 
 @router.post("/api/sessions/{sid}/resume", tags=["sessions"],
              responses={409: {"description": "the session is not lost, or its agent cannot resume (no resume "
                                              "command in its manifest, no conversation id reported)"}})
-async def resume_session(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def resume_session(sid: str, engine: E) -> dict[str, Any]:
     """A lost session's agent, started again on its own conversation in the same folder."""
     return await engine.resume(sid)
 
 
 @router.delete("/api/sessions/{sid}", tags=["sessions"])
-async def delete_session(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def delete_session(sid: str, engine: E) -> dict[str, Any]:
     return await engine.delete(sid)
 
 
 @router.get("/api/sessions/{sid}/screen", tags=["screens"])
-async def get_screen(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def get_screen(sid: str, engine: E) -> dict[str, Any]:
     return engine.screen(sid)
 
 
 @router.get("/api/sessions/{sid}/explain", tags=["screens"])
-async def explain(sid: str, engine: Engine = E) -> dict[str, Any]:
+async def explain(sid: str, engine: E) -> dict[str, Any]:
     return engine.explain(sid)
 
 
 @router.post("/api/sessions/{sid}/send", tags=["writes"],
              responses={409: {"description": "the pane is blocked now (answer it instead), or the agent "
                                              "is not reading its input"}})
-async def send(sid: str, body: SendBody, engine: Engine = E) -> dict[str, Any]:
+async def send(sid: str, body: SendBody, engine: E) -> dict[str, Any]:
     decision = await engine.send(sid, body.text, enter=body.enter)
     return {"sent": True, "state_before": decision.state}
 
 
 @router.post("/api/sessions/{sid}/answer", tags=["writes"],
              responses={409: {"description": "the pane is not blocked now"}})
-async def answer(sid: str, body: AnswerBody, engine: Engine = E) -> dict[str, Any]:
+async def answer(sid: str, body: AnswerBody, engine: E) -> dict[str, Any]:
     result = await engine.answer(sid, option=body.option, keys=body.keys)
     return {"took": result.took, "state": result.state, "rule": result.rule, "waited_s": result.waited}
 
 
 @router.post("/api/sessions/{sid}/resize", tags=["sessions"])
-async def resize(sid: str, body: ResizeBody, engine: Engine = E) -> dict[str, Any]:
+async def resize(sid: str, body: ResizeBody, engine: E) -> dict[str, Any]:
     return engine.resize(sid, body.rows, body.cols)
 
 
 @router.get("/api/sessions/{sid}/transcript", tags=["sessions"], response_class=Response,
             responses={200: {"content": {transcripts.MEDIA_TYPE: {}}}, 404: {"description": "not recorded"}})
-async def transcript(sid: str, engine: Engine = E) -> Response:
+async def transcript(sid: str, engine: E) -> Response:
     """The session's asciicast v2 recording (also of a deleted session whose file is kept)."""
     found = await engine.transcript(sid)
     if found is None:

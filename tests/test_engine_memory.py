@@ -1,0 +1,246 @@
+"""The engine's rules on the in-memory host and a hand-moved clock: no bash, no sleeping.
+
+The test plays the agent through the host's handle; time moves only with ``clock.advance``
+(or, inside ``send``/``answer``, the clock's simulated waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from panewatch.clock import ManualClock
+from panewatch.engine import Engine
+from panewatch.errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession
+from panewatch.events import Created, Ping, Snapshot, StateChanged
+from panewatch.hosts.memory import MemoryHandle, MemoryHost
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.procinfo import Program
+from panewatch.session import SessionSpec
+from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
+
+
+class Rig:
+    def __init__(self, engine: Engine, host: MemoryHost, clock: ManualClock, programs: dict[int, Program]) -> None:
+        self.engine, self.host, self.clock, self.programs = engine, host, clock, programs
+
+    def create(self, agent: str | None = "claude", command: str = "agent", **kw) -> tuple[str, MemoryHandle]:
+        info = self.engine.create(SessionSpec(agent=agent, command=[command], rows=12, cols=60, **kw))
+        return info["id"], self.host.handles[info["id"]]
+
+    async def settle(self, seconds: float = 0.1) -> None:
+        """Let host callbacks run (one loop turn), then move the clock (sweeps run)."""
+        await asyncio.sleep(0)
+        self.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def rig():
+    clock, host, programs = ManualClock(), MemoryHost(), {}
+    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=host, clock=clock, wall=clock.time,
+                    sweep_ms=100, programs=programs.get)
+    await engine.start()
+    yield Rig(engine, host, clock, programs)
+    await engine.stop()
+
+
+async def test_a_turn_blocked_answered_idle_with_events(rig):
+    events = []
+    rig.engine.subscribe(events.append)
+    sid, agent = rig.create()
+    assert rig.engine.get(sid)["state"] == "working"  # launched, not read yet
+    agent.emit(WORKING)
+    await rig.settle()
+    assert (rig.engine.get(sid)["source"], rig.engine.get(sid)["rule"]) == ("screen", "interrupt_footer")
+    agent.emit(PROMPT)
+    await rig.settle()
+    info = rig.engine.get(sid)
+    assert (info["state"], info["rule"]) == ("blocked", "permission_dialog")
+    screen = rig.engine.screen(sid)
+    assert screen["prompt"]["kind"] == "options"
+    assert [o["label"] for o in screen["prompt"]["options"]] == ["Yes", "No"]
+
+    with pytest.raises(Conflict, match="blocked"):
+        await rig.engine.send(sid, "hello")
+    assert agent.input == b""
+    agent.on_input = lambda data: agent.emit(ERASE_PROMPT + WORKING)
+    result = await rig.engine.answer(sid, option=1)
+    assert result.took and result.state == "working" and agent.input == b"1"
+    agent.emit(IDLE)
+    await rig.settle()
+    assert rig.engine.get(sid)["state"] == "idle"
+    assert rig.engine.screen(sid)["prompt"] is None
+    states = [(e.prev, e.state) for e in events if isinstance(e, StateChanged)]
+    assert states == [(None, "working"), ("working", "blocked"), ("blocked", "working"), ("working", "idle")]
+    assert isinstance(events[0], Created)
+
+
+async def test_send_types_the_text_then_enter_and_bracketed_paste_when_asked(rig):
+    sid, agent = rig.create()
+    agent.emit(IDLE)
+    await rig.settle()
+    await rig.engine.send(sid, "fix it")
+    assert agent.input == b"fix it\r"
+    agent.emit(b"\x1b[?2004h")  # the agent turned on bracketed paste
+    await rig.settle()
+    await rig.engine.send(sid, "two\nlines", enter=False)
+    assert agent.input.endswith(b"\x1b[200~two\nlines\x1b[201~")
+
+
+async def test_an_agent_that_stops_reading_is_not_reading_input(rig):
+    sid, _ = rig.create(command="idle")
+    with pytest.raises(NotReadingInput, match="not reading its input") as refused:
+        for _ in range(20):
+            await rig.engine.send(sid, "x" * 100_000, enter=False)
+    assert refused.value.decision.state == "idle"  # a blank screen: no rule matched
+
+
+async def test_exit_keeps_the_screen_and_the_code_and_loss_is_its_own_state(rig):
+    sid, agent = rig.create()
+    agent.emit("last words\r\n")
+    agent.exit(3)
+    info = rig.engine.get(sid)
+    assert (info["state"], info["source"], info["rule"], info["exit_code"]) == ("exited", "exit", "3", 3)
+    assert rig.engine.screen(sid)["rows"][0] == "last words"
+    with pytest.raises(Conflict, match="exited"):
+        await rig.engine.send(sid, "anyone?")
+    lost_sid, lost = rig.create()
+    lost.exit(None, "the tmux server went away")
+    assert rig.engine.get(lost_sid)["state"] == "lost"
+    await rig.engine.delete(sid)
+    with pytest.raises(UnknownSession):
+        rig.engine.get(sid)
+
+
+async def test_a_program_that_cannot_start_is_an_exited_session_saying_why(rig):
+    info = rig.engine.create(SessionSpec(command=["no-such-agent"]))
+    assert info["state"] == "exited" and info["exit_code"] == 127 and "cannot start" in info["error"]
+    with pytest.raises(InvalidRequest, match="rows must be"):
+        rig.engine.create(SessionSpec(command=["agent"], rows=1))
+
+
+async def test_reports_and_the_repeated_permission_notification(rig):
+    sid, agent = rig.create()
+    agent.emit(IDLE)
+    await rig.settle()
+    report = rig.engine.report(sid, {"hook_event_name": "PermissionRequest", "tool_name": "Bash"})
+    assert report is not None and rig.engine.get(sid)["state"] == "blocked"
+    rig.engine.report(sid, {"hook_event_name": "PostToolUse", "tool_name": "Bash"})
+    rig.clock.advance(6)
+    assert rig.engine.report(sid, {"hook_event_name": "Notification",
+                                   "notification_type": "permission_prompt"}) is None
+    assert rig.engine.get(sid)["state"] == "working"
+    rig.clock.advance(61)
+    await rig.settle()
+    assert rig.engine.get(sid)["state"] == "idle"  # the report went stale; the screen decides
+    assert rig.engine.report(sid, {"state": "blocked", "detail": "a script asks"}).event == "report"
+    with pytest.raises(InvalidRequest):
+        rig.engine.report(sid, {"state": "waiting"})
+
+
+async def test_the_shell_coming_back_after_a_hand_started_agent(rig):
+    sid, shell = rig.create(agent="shell")
+    rig.programs.update({shell.pid: Program(shell.pid, "bash", "bash"), 555: Program(555, "claude", "claude")})
+    shell.emit("$ claude\r\n")
+    await rig.settle(2.5)  # the same group's program is re-read every 2 s
+    assert rig.engine.get(sid)["foreground"] == "bash"
+    shell.fg_pgid = 555
+    shell.emit(PROMPT)
+    await rig.settle()
+    info = rig.engine.get(sid)
+    assert (info["state"], info["agent"], info["foreground"]) == ("blocked", "claude", "claude")
+    shell.fg_pgid = shell.pid
+    shell.emit(b"\x1b[2J\x1b[H" + WORKING)
+    await rig.settle()
+    info = rig.engine.get(sid)
+    assert (info["state"], info["source"], info["rule"]) == ("idle", "process", "bash")
+
+
+async def test_event_stream_starts_with_a_snapshot_and_resyncs_a_lagging_consumer(rig):
+    stream = rig.engine.events(size=3, heartbeat=0.01)
+    try:
+        first = await anext(stream)
+        assert isinstance(first, Snapshot) and first.sessions == []
+        sid, _ = rig.create()
+        assert isinstance(await anext(stream), Created)
+        for _ in range(3):
+            rig.create()  # 6 events into a mailbox of 3: this consumer fell behind
+        again = await anext(stream)
+        assert isinstance(again, Snapshot) and len(again.sessions) == 4 and stream.resyncs == 1
+        assert isinstance(await anext(stream), Ping)  # nothing new: a heartbeat, not a hang
+    finally:
+        stream.close()
+
+
+async def test_screen_frames_full_then_changed_rows(rig):
+    sid, agent = rig.create(agent=None)
+    frames = rig.engine.screens(sid, interval=0)
+    first = await anext(frames)
+    assert first["full"] is True and len(first["rows"]) == 12
+    agent.emit("hello\r\n")
+    rig.clock.tick()  # the feed
+    frame = await asyncio.wait_for(anext(frames), 1)
+    assert frame["full"] is False and frame["changed"] == {"0": "hello"}
+    await frames.aclose()
+
+
+async def test_output_stream_repaints_first_and_after_falling_behind(rig):
+    sid, agent = rig.create(agent=None)
+    agent.emit("before\r\n")
+    out = rig.engine.output(sid, limit=64)
+    first = await anext(out)
+    assert b"before" in first and first.startswith(b"\x1b[0m\x1b[H\x1b[2J")
+    agent.emit(b"live bytes")
+    assert await asyncio.wait_for(anext(out), 1) == b"live bytes"
+    agent.emit(b"y" * 100)  # more than the client may lag by
+    repaint = await asyncio.wait_for(anext(out), 1)
+    assert repaint.startswith(b"\x1b[0m\x1b[H\x1b[2J") and b"live bytes" in repaint
+    await out.aclose()
+
+
+async def test_keys_typed_by_hand_reach_the_agent_unguarded_but_logged(rig, caplog):
+    sid, agent = rig.create()
+    agent.emit(PROMPT)
+    await rig.settle()
+    assert rig.engine.get(sid)["state"] == "blocked"
+    with caplog.at_level("INFO", logger="panewatch.engine"):
+        rig.engine.write_keys(sid, b"\x1b")
+    assert agent.input == b"\x1b"
+    assert any("typed 1 bytes by hand while blocked" in r.getMessage() for r in caplog.records)
+
+
+async def test_resize_reaches_the_host_and_the_screen(rig):
+    sid, agent = rig.create(agent=None, command="size")
+    await rig.settle()
+    rig.engine.resize(sid, 20, 100)
+    await rig.settle()
+    assert (agent.rows, agent.cols) == (20, 100)
+    rows = rig.engine.screen(sid)["rows"]
+    assert rows[:2] == ["size 12 60", "size 20 100"] and len(rows) == 20
+
+
+async def test_stats_count_what_happened(rig):
+    sid, agent = rig.create()
+    agent.emit(PROMPT)
+    await rig.settle(0.5)
+    stats = rig.engine.stats()
+    assert stats["sessions_by_state"]["blocked"] == 1 and stats["bytes_read"] == len(PROMPT)
+    assert stats["bytes_emulated"] == len(PROMPT) and stats["sweeps"] >= 4 and stats["screen_errors"] == 0
+    await rig.engine.delete(sid)
+    assert rig.engine.stats()["bytes_read"] == len(PROMPT)  # counters never go down
+
+
+async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig):
+    rig.host.detached["memory:7"] = PROMPT
+    info = await rig.engine.adopt("memory", "memory:7", SessionSpec(agent="claude", rows=12, cols=60),
+                                  sid="0a0b0c0d", argv=["claude"], report_token="kept-token")
+    assert info is not None and info["id"] == "0a0b0c0d" and info["host"] == "memory"
+    await rig.settle()
+    assert rig.engine.get("0a0b0c0d")["state"] == "blocked"
+    assert rig.engine.report_token("0a0b0c0d") == "kept-token"
+    gone = await rig.engine.adopt("memory", "memory:8", SessionSpec(agent="claude"), sid="0e0f0a0b", argv=["claude"])
+    assert gone is None and "0e0f0a0b" not in rig.engine
+    with pytest.raises(InvalidRequest, match="unknown host"):
+        rig.engine.create(SessionSpec(command=["agent"], host="tmux"))

@@ -1,0 +1,182 @@
+"""What every pane host must do, checked the same way for each: the in-memory host and the
+pty host now; a new host (tmux, ...) is done when it passes these.
+
+Each host is described by a ``HostCase``: how to make it and the argv of four small agents
+(an echoing one, one that exits with a code, one that prints its terminal size, one that never
+reads). To add a host, add a case to ``CASES``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
+from panewatch.hosts.memory import MemoryHost
+from panewatch.hosts.pty import PtyHost
+
+
+@dataclass(frozen=True)
+class HostCase:
+    name: str
+    make: Callable[[], PaneHost]
+    echo: list[str]  # writes back every byte it reads, raw
+    exit3: list[str]  # prints "bye", exits with code 3
+    size: list[str]  # prints "size ROWS COLS" at start and after each resize
+    deaf: list[str]  # never reads its input
+
+
+def _bash(script: str) -> list[str]:
+    return ["bash", "--norc", "--noprofile", "-c", script]
+
+
+CASES = [
+    HostCase("memory", MemoryHost, ["cat"], ["exit", "3", "bye"], ["size"], ["idle"]),
+    HostCase("pty", PtyHost, _bash("stty raw -echo; exec cat"), _bash("printf bye; exit 3"),
+             _bash("show() { printf 'size %s\\r\\n' \"$(stty size)\"; }; trap show WINCH; show; "
+                   "while :; do sleep 0.02; done"),
+             _bash("stty raw -echo; exec sleep 60")),
+]
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.output = bytearray()
+        self.exits: list[tuple[int | None, str]] = []
+
+    def on_output(self, data: bytes) -> None:
+        self.output += data
+
+    def on_exit(self, code: int | None, reason: str) -> None:
+        self.exits.append((code, reason))
+
+    def on_status(self, state: str, detail: str) -> None:
+        raise AssertionError("byte hosts never report a status")
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the host never got there"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture(params=CASES, ids=[c.name for c in CASES])
+async def host(request):
+    case: HostCase = request.param
+    h = case.make()
+    await h.start()
+    h.case = case  # type: ignore[attr-defined]
+    yield h
+    await h.stop()
+
+
+def spawn(host: PaneHost, argv: list[str], sink: Sink, rows: int = 10, cols: int = 40) -> PaneHandle:
+    import os
+    return host.spawn(LaunchSpec("t1", tuple(argv), os.getcwd(), dict(os.environ), rows, cols), sink)
+
+
+async def test_output_arrives_in_order_and_input_reaches_the_agent(host):
+    sink = Sink()
+    handle = spawn(host, host.case.echo, sink)
+    try:
+        assert isinstance(handle, PaneHandle) and handle.alive and handle.ref
+        for word in (b"one ", b"two ", b"three"):
+            handle.write(word)
+        await until(lambda: b"one two three" in sink.output)
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_exit_code_is_reported_once_and_writes_are_then_refused(host):
+    sink = Sink()
+    handle = spawn(host, host.case.exit3, sink)
+    await until(lambda: bool(sink.exits))
+    await asyncio.sleep(0.05)
+    assert [code for code, _ in sink.exits] == [3]
+    assert b"bye" in sink.output  # what it wrote just before exiting is delivered first
+    assert not handle.alive
+    with pytest.raises(WriteRefused):
+        handle.write(b"x")
+    handle.close()
+
+
+async def test_resize_reaches_the_agent(host):
+    sink = Sink()
+    handle = spawn(host, host.case.size, sink, rows=10, cols=40)
+    try:
+        await until(lambda: b"size 10 40" in sink.output)
+        handle.resize(20, 100)
+        await until(lambda: b"size 20 100" in sink.output)
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_the_agent_holds_the_foreground_when_the_host_can_tell(host):
+    sink = Sink()
+    handle = spawn(host, host.case.echo, sink)
+    try:
+        fg = handle.foreground_pgid()
+        assert fg is None or fg == handle.pid
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_paused_reading_holds_output_back_until_resumed(host):
+    sink = Sink()
+    handle = spawn(host, host.case.echo, sink)
+    try:
+        handle.write(b"first")
+        await until(lambda: b"first" in sink.output)
+        handle.pause_reading()
+        handle.write(b"second")
+        await asyncio.sleep(0.2)
+        assert b"second" not in sink.output
+        handle.resume_reading()
+        await until(lambda: b"second" in sink.output)
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_an_agent_that_never_reads_gets_write_refused_not_a_hang(host):
+    sink = Sink()
+    handle = spawn(host, host.case.deaf, sink)
+    try:
+        with pytest.raises(WriteRefused):
+            for _ in range(100):
+                handle.write(b"z" * 100_000)
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_terminate_ends_the_agent_and_reports_the_exit(host):
+    sink = Sink()
+    handle = spawn(host, host.case.echo, sink)
+    code = await handle.terminate(grace=1.0)
+    assert not handle.alive and code is not None and code != 0
+    await until(lambda: bool(sink.exits))
+    assert sink.exits[0][0] == code
+    handle.close()
+    if host.kind == "memory":
+        assert signal.SIGHUP in handle.signals
+
+
+async def test_a_program_that_cannot_start_raises_spawn_error(host):
+    with pytest.raises(SpawnError, match="cannot start"):
+        spawn(host, ["/nonexistent/agent-program"], Sink())
+
+
+async def test_panes_of_a_host_that_dies_with_the_server_are_not_adopted(host):
+    if host.survives_restart:
+        pytest.skip("this host adopts panes: its own tests cover adopt")
+    assert await host.adopt("12345", "t1", Sink()) is None

@@ -1,0 +1,161 @@
+"""The scheduler on a hand-moved clock: feed budgets, backpressure, the sweep, change mode.
+No process, no sleeping: panes are fed bytes directly and time moves only when told."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from panewatch.clock import ManualClock
+from panewatch.pane import Pane
+from panewatch.scheduler import Scheduler, Timing
+from panewatch.screen import Screen
+
+
+class Flow:
+    """Records what the scheduler asked for."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | float]] = []
+
+    def fed(self, key: str) -> None:
+        self.calls.append(("fed", key))
+
+    def pause(self, key: str) -> None:
+        self.calls.append(("pause", key))
+
+    def resume(self, key: str) -> None:
+        self.calls.append(("resume", key))
+
+    def sweep(self, now: float) -> None:
+        self.calls.append(("sweep", now))
+
+    def due(self, key: str, now: float) -> None:
+        self.calls.append(("due", key))
+
+    def of(self, kind: str) -> list[str | float]:
+        return [arg for k, arg in self.calls if k == kind]
+
+
+def make(timing: Timing, perf_step: float = 0.0) -> tuple[ManualClock, Flow, Scheduler]:
+    clock, flow = ManualClock(), Flow()
+    ticks = itertools.count()
+    perf = (lambda: next(ticks) * perf_step) if perf_step else (lambda: 0.0)
+    return clock, flow, Scheduler(clock, timing, flow, perf=perf)
+
+
+def pane(clock: ManualClock, rows: int = 6, cols: int = 40) -> Pane:
+    return Pane(Screen(rows, cols), agent=None, clock=clock.time, wall=clock.time)
+
+
+def deliver(sched: Scheduler, key: str, p: Pane, data: bytes) -> None:
+    p.receive(data)
+    sched.output(key)
+
+
+def test_a_flooding_pane_gets_one_budget_per_turn_and_a_quiet_one_is_fed_at_once():
+    # each perf() call costs 6 ms of a 20 ms tick: a tick ends after four slices
+    clock, flow, sched = make(Timing(feed_budget=1000, tick_budget_s=0.02), perf_step=0.006)
+    flood, quiet = pane(clock), pane(clock)
+    sched.add("flood", flood)
+    sched.add("quiet", quiet)
+    deliver(sched, "flood", flood, b"x" * 50_000)
+    deliver(sched, "quiet", quiet, b"hello")
+    clock.tick()  # one turn of the loop
+    assert quiet.bytes_fed == 5 and not quiet.pending
+    assert flood.bytes_fed == 3 * 1000  # a budget per slice, not the whole flood
+    turns = 0
+    while clock.tick():
+        turns += 1
+    assert turns > 10  # the flood took many turns: the loop was free in between
+    assert flood.bytes_fed == 50_000 and not flood.pending
+    assert flow.of("fed").count("quiet") == 1
+
+
+def test_backlog_above_high_water_pauses_the_host_until_below_low_water():
+    clock, flow, sched = make(Timing(feed_budget=100, high_water=1000, low_water=300), perf_step=0.05)
+    p = pane(clock)
+    sched.add("a", p)
+    deliver(sched, "a", p, b"y" * 900)
+    assert flow.of("pause") == []
+    deliver(sched, "a", p, b"y" * 200)  # 1100 pending > high water
+    assert flow.of("pause") == ["a"]
+    deliver(sched, "a", p, b"y" * 50)  # paused already: asked once
+    assert flow.of("pause") == ["a"]
+    while flow.of("resume") == []:
+        assert clock.tick(), "feeding stopped before the backlog drained"
+    assert len(p.pending) < 300  # resumed only below low water
+    assert sched.backlog() == len(p.pending)
+
+
+def test_the_sweep_runs_every_interval_and_is_timed():
+    clock, flow, sched = make(Timing(sweep_s=0.5))
+    sched.start()
+    clock.advance(2.0)
+    assert flow.of("sweep") == [1000.5, 1001.0, 1001.5, 1002.0]
+    assert sched.sweeps == 4 and len(sched.sweep_seconds) == 4
+    sched.stop()
+    clock.advance(5.0)
+    assert sched.sweeps == 4
+
+
+def test_change_mode_sweeps_no_more_than_every_two_seconds():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=0.5))
+    sched.start()
+    clock.advance(4.0)
+    assert flow.of("sweep") == [1002.0, 1004.0]
+
+
+def test_change_mode_reads_a_big_repaint_once_output_pauses():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256))
+    p = pane(clock, 12, 60)
+    sched.add("a", p)
+    deliver(sched, "a", p, b"z" * 300)
+    clock.advance(0.03)
+    assert flow.of("due") == []
+    clock.advance(0.02)  # quiet for settle_s
+    assert flow.of("due") == ["a"] and not p.pending
+
+
+def test_change_mode_caps_the_wait_under_output_that_never_pauses():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256))
+    p = pane(clock, 12, 60)
+    sched.add("a", p)
+    for _ in range(20):  # 300 bytes every 10 ms for 200 ms: never quiet for 40 ms
+        deliver(sched, "a", p, b"w" * 300)
+        clock.advance(0.01)
+    assert flow.of("due")[:1] == ["a"]
+    first = next(i for i, (k, _) in enumerate(flow.calls) if k == "due")
+    assert first > 0
+    assert len(flow.of("due")) <= 2  # about once per cap, not once per chunk
+
+
+def test_change_mode_reads_small_changes_at_the_sweep_pace():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=0.7, settle_s=0.04, cap_s=0.15, change_bytes=256))
+    p = pane(clock)
+    sched.add("a", p)
+    for _ in range(10):  # a spinner: 40 bytes every 50 ms
+        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
+        clock.advance(0.05)
+    assert flow.of("due") == []  # 0.5 s of spinner frames: not read yet
+    for _ in range(5):
+        deliver(sched, "a", p, b"\r* Work 01")  # 10 bytes: 15 frames stay below change_bytes
+        clock.advance(0.05)
+    assert flow.of("due") == ["a"]  # read once, at the sweep pace
+
+
+def test_a_forgotten_pane_is_never_read_again():
+    clock, flow, sched = make(Timing(mode="change", settle_s=0.04, change_bytes=10))
+    p = pane(clock)
+    sched.add("a", p)
+    deliver(sched, "a", p, b"q" * 100)
+    sched.forget("a")
+    clock.advance(1.0)
+    assert flow.of("due") == [] and flow.of("fed") == []
+
+
+@pytest.mark.parametrize("mode", ["sweep", "change"])
+def test_sweep_interval_property(mode):
+    t = Timing(mode=mode, sweep_s=0.7)
+    assert t.sweep_interval == (0.7 if mode == "sweep" else 2.0)
