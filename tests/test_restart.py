@@ -158,7 +158,10 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 assert after["spinner"]["state"] == "working"
                 assert (after["done"]["state"], after["done"]["exit_code"]) == ("exited", 3)
                 assert "MARKER-4242" in screen_text(c, marker["id"])
-                assert "DONE-OUTPUT" in screen_text(c, done["id"])
+                shown = screen_text(c, done["id"])
+                assert "DONE-OUTPUT" in shown, (shown, subprocess.run(
+                    ["tmux", "-S", str(state / "tmux.sock"), "capture-pane", "-p", "-S", "-3", "-t", after["done"]["ref"]
+                     or "?"], capture_output=True, text=True), after["done"], svc2.log.read_text()[-3000:])
                 r = c.post(f"/api/sessions/{prompt['id']}/answer", json={"keys": "y\r", "confirm": True})
                 assert r.status_code == 200, r.text
                 assert r.json()["took"] is True

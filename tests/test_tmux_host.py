@@ -264,7 +264,8 @@ async def test_socket_of_another_user_is_refused(tmp_path: Path) -> None:
 
 
 def test_seed_bytes_paint_an_alternate_screen() -> None:
-    info = PaneInfo("%1", 1, "@1", "s", False, None, None, 3, 1, True, True, 20, 4, 0, 3, False, False, "t")
+    info = PaneInfo("%1", 1, "@1", "s", False, None, None, 3, 1, True, True, 20, 4, 0, 3, False, False, "/dev/pts/9",
+                    "t")
     screen = Screen(4, 20)
     screen.feed(seed_bytes([b"main screen"], [b"\x1b[1mfull\x1b[0m", b"screen app"], info))
     assert screen.lines()[:2] == ["full", "screen app"]

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import logging
 import os
 import re
 import shutil
 import signal as signals
 import socket
+import struct
 import subprocess
+import termios
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,8 @@ PAUSE_AFTER_S = 30
 WRITE_CHUNK = 16 * 1024
 #: Bytes queued on the control client's input before writes are refused.
 WRITE_QUEUE_LIMIT = 1 << 20
+#: Bytes in a terminal's input queue that mean its reader has stopped (the kernel holds 4 KB).
+TTY_QUEUE_FULL = 3072
 #: A user option on each agent window naming its Panewatch session (survives renames).
 OPT_SESSION = "@panewatch"
 #: A user option remembering bracketed paste (tmux has no format for it) for the next adopter.
@@ -53,7 +58,7 @@ SEED_TRIES = 5
 _INFO_FIELDS = ("pane_id", "pane_pid", "window_id", OPT_SESSION, "pane_dead", "pane_dead_status",
                 "pane_dead_signal", "cursor_x", "cursor_y", "cursor_flag", "alternate_on", "pane_width",
                 "pane_height", "scroll_region_upper", "scroll_region_lower", "keypad_cursor_flag",
-                OPT_PASTE, "pane_title")
+                OPT_PASTE, "pane_tty", "pane_title")
 INFO_FORMAT = "\t".join("#{%s}" % f for f in _INFO_FIELDS)
 _OCTAL_TABLE = {b"%03o" % i: bytes([i]) for i in range(256)}
 
@@ -183,6 +188,7 @@ class PaneInfo:
     scroll_bottom: int
     app_cursor_keys: bool
     bracketed_paste: bool
+    tty: str
     title: str
 
     @classmethod
@@ -197,7 +203,7 @@ class PaneInfo:
         return cls(parts[0], num(parts[1]), parts[2], parts[3], parts[4] == "1", num(parts[5]), num(parts[6]),
                    num(parts[7]) or 0, num(parts[8]) or 0, parts[9] != "0", parts[10] == "1", num(parts[11]) or 80,
                    num(parts[12]) or 24, num(parts[13]) or 0, num(parts[14]) or 0, parts[15] == "1",
-                   parts[16] == "1", parts[17])
+                   parts[16] == "1", parts[17], parts[18])
 
     @property
     def exit_code(self) -> int | None:
@@ -461,6 +467,8 @@ class TmuxPane:
         self._paste: bool | None = None
         self._closed = False
         self._reaping = False
+        self.tty: str | None = None  # the pane's terminal, to see whether the agent reads its input
+        self._sent_while_full = 0
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -546,6 +554,14 @@ class TmuxPane:
             raise WriteRefused("the tmux server is gone")
         if self.host.control.queued + len(data) * 4 > WRITE_QUEUE_LIMIT:
             raise WriteRefused("tmux is not taking input")
+        # tmux buffers input without limit; the terminal's own input queue says whether the agent
+        # reads: full means it does not, and what is sent meanwhile waits in tmux's memory
+        if self._input_queue_full():
+            if self._sent_while_full + len(data) > WRITE_QUEUE_LIMIT:
+                raise WriteRefused(f"the process is not reading its input ({self._sent_while_full} bytes queued)")
+            self._sent_while_full += len(data)
+        else:
+            self._sent_while_full = 0
         for start in range(0, len(data), WRITE_CHUNK):
             chunk = data[start:start + WRITE_CHUNK]
             for i, piece in enumerate(chunk.split(b"\0")):
@@ -555,6 +571,23 @@ class TmuxPane:
                     name = self.host._buffer_name()
                     self.host._send(f"set-buffer -b {name} {quote(piece)}")
                     self.host._send(f"paste-buffer -d -r -b {name} -t {self.pane_id}")
+
+    def _input_queue_full(self) -> bool:
+        """Bytes waiting in the pane terminal's input queue, near the kernel's 4 KB: not read.
+        The terminal is opened only for the check: holding it would hide the agent's exit."""
+        if not self.tty:
+            return False
+        try:
+            fd = os.open(self.tty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return waiting >= TTY_QUEUE_FULL
 
     def resize(self, rows: int, cols: int) -> None:
         if not self.exited:
@@ -586,12 +619,12 @@ class TmuxPane:
     def pause_reading(self) -> None:
         if not self._paused and not self.exited:
             self._paused = True
-            self.host._send(f"refresh-client -A {self.pane_id}:off")
+            self.host._send(f"refresh-client -A {quote(self.pane_id + ':off')}")  # a bare %N is a parse error
 
     def resume_reading(self) -> None:
         if self._paused and not self.exited:
             self._paused = False
-            self.host._send(f"refresh-client -A {self.pane_id}:on")
+            self.host._send(f"refresh-client -A {quote(self.pane_id + ':on')}")
             self._reseed()
 
     def _reseed(self) -> None:
@@ -875,7 +908,7 @@ class TmuxHost:
         if name == "%pause" and args:
             self.pauses += 1
             pane = self.panes.get(args[0])
-            self._send(f"refresh-client -A {args[0]}:continue")
+            self._send(f"refresh-client -A {quote(args[0] + ':continue')}")
             if pane is not None:
                 log.info("tmux paused the pane's output (reading %s s behind); catching up from its screen",
                          self.pause_after, extra={"session": pane.session})
@@ -977,17 +1010,18 @@ class TmuxHost:
         target = f"={name}:"
         args = ["set-option", "-g", "default-size", f"{spec.cols}x{spec.rows}", ";",
                 "new-session", "-d", "-s", name, "-n", name, "-c", spec.cwd.replace("#", "##"), "-P", "-F",
-                "#{pane_id} #{pane_pid} #{window_id}", *(_argv_arg(a) for a in command), ";",
+                "#{pane_id} #{pane_pid} #{window_id} #{pane_tty}", *(_argv_arg(a) for a in command), ";",
                 "set-option", "-w", "-t", target, "window-size", "manual", ";",
                 "set-option", "-w", "-t", target, OPT_SESSION, name, ";",
                 "link-window", "-d", "-s", target, "-t", f"={CONTROL_SESSION}:"]
         proc = self._run(*args)
-        found = re.match(r"(%\d+) (\d+) (@\d+)", proc.stdout.strip())
+        found = re.match(r"(%\d+) (\d+) (@\d+) (\S+)", proc.stdout.strip())
         if proc.returncode != 0 or not found:
             if found:  # created but not linked: take it away again
                 self._run("kill-window", "-t", found.group(3))
             raise SpawnError(f"cannot start {argv[0]!r} in tmux: {proc.stderr.strip() or 'no pane'}")
         pane = TmuxPane(self, name, found.group(1), found.group(3), int(found.group(2)), sink)
+        pane.tty = found.group(4)
         self.panes[pane.pane_id] = pane
         pane.watch()
         return pane
@@ -1003,6 +1037,7 @@ class TmuxHost:
         if info is None or info.session != session:
             return None
         pane = TmuxPane(self, session, info.pane_id, info.window_id, info.pid, sink)
+        pane.tty = info.tty
         self.panes[pane.pane_id] = pane
         seeded: asyncio.Future[PaneInfo] = self.loop.create_future()
         pane.seed(info, lambda i: seeded.done() or seeded.set_result(i))
