@@ -82,12 +82,16 @@ class Transcript:
             with open(self.path, "rb") as f:
                 f.seek(max(0, size - 65536))
                 tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-            last = json.loads(tail)
-            at = float(last[0]) if isinstance(last, list) else 0.0
-        except (OSError, ValueError, IndexError, TypeError):
+        except OSError:
             return False
         if size == 0:
             return False
+        try:
+            last = json.loads(tail)
+            at = float(last[0]) if isinstance(last, list) else 0.0
+        except (ValueError, IndexError, TypeError):
+            at = 0.0  # a torn last line (killed mid-write): go on after it, never truncate the file
+            self._append(b"\n")
         self._mode = "ab"
         self._start = self.loop.time() - at
         self.bytes = self.written = size
