@@ -67,7 +67,7 @@ def self_cpu() -> float:
 
 
 def agent_argv(hz: float) -> list[str]:
-    return [sys.executable, "-m", "panewatch.bench_agent", "--spin-only", "--hz", str(hz)]
+    return [sys.executable, "-m", "panewatch_lab.fake_agent", "--spin-only"]  # 10 Hz spinner
 
 
 def agent_env() -> dict[str, str]:
@@ -142,7 +142,7 @@ async def main() -> int:
     p.add_argument("--agents", type=int, default=200)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--warm", type=float, default=8.0, help="seconds after starting the agents, not measured")
-    p.add_argument("--hz", type=float, default=10.0, help="spinner frames per second per agent")
+    p.add_argument("--hz", type=float, default=10.0, help="spinner frames per second per agent (the lab's fake agent: 10)")
     p.add_argument("--adopt", type=int, default=100, help="panes a second tmux host adopts")
     p.add_argument("--rounds", type=int, default=1, help="pty then tmux, this many times (medians printed)")
     p.add_argument("--json", help="also write the figures here")

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from panewatch_lab.loopback import free_port
+
 REPO = Path(__file__).resolve().parent.parent
+#: The lab's manifests (its ``fake`` agent), when the lab is installed: not bundled with the runtime.
+LAB_MANIFESTS = Path(spec.origin).with_name("manifests") if (spec := find_spec("panewatch_lab")) and spec.origin else None
 ARTIFACTS = REPO / "artifacts"
 
 CHROMIUM = "/usr/bin/chromium"
@@ -30,12 +34,6 @@ CHROMIUM_ARGS = [
 ]
 
 RULE = "─" * 40
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -64,7 +62,7 @@ class Server:
             log = open(self.log_dir / f"server-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--token", self.token,
-             "--sweep-ms", "100"],
+             "--sweep-ms", "100", *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else [])],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         if log is not subprocess.DEVNULL:

@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import uvicorn
 import websockets
 
 from panewatch.api import create_app
 from panewatch.config import Settings
+from panewatch_lab.loopback import Loopback
 
 TOKEN = "test-token-0123456789"
 
@@ -67,25 +67,15 @@ async def next_event(ws: Any, kind: str, timeout: float = 10.0, **match: Any) ->
 
 @asynccontextmanager
 async def live_server(**overrides: Any):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    settings = Settings(token=TOKEN, port=port, sweep_ms=100, **overrides)
+    loopback = Loopback()
+    settings = Settings(token=TOKEN, port=loopback.port, sweep_ms=100, **overrides)
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            await task
-        await asyncio.sleep(0.01)
-    live = Live(app, port)
-    try:
-        yield live
-    finally:
-        await live.http.aclose()
-        server.should_exit = True
-        await task
-        sock.close()
+    async with loopback.serving(app):
+        live = Live(app, loopback.port)
+        try:
+            yield live
+        finally:
+            await live.http.aclose()
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15.0) -> None:

@@ -6,21 +6,25 @@ No timing is asserted anywhere: figures vary with the machine, the benchmark onl
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+import time
+import tomllib
+from pathlib import Path
 
 import pytest
 
 from panewatch import backends
-from panewatch.bench import Delays, EventLog, match_delays, pct
-from panewatch.bench_agent import BLOCKED, IDLE, Painter
-from panewatch.bench_streams import GENERATORS, measure
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.engine import Engine
 from panewatch.session import SessionSpec
+from panewatch_lab import fake_agent
+from panewatch_lab.bench import Delays, EventLog, match_delays, pct
+from panewatch_lab.bench_streams import GENERATORS, measure
 
 
 @pytest.mark.slow
@@ -87,30 +91,52 @@ def test_percentile_is_nearest_rank():
 
 
 @pytest.mark.parametrize("backend", backends.available())
-def test_bench_agent_screens_classify_as_the_agent_says(backend):
-    """The scripted agent's phases read as working / blocked / idle under the claude manifest."""
+def test_the_benchmarks_agent_screens_classify_as_the_agent_says(backend):
+    """The fake agent's phases, drawn as it draws them, read as working / blocked / idle under the
+    claude manifest, which the benchmark's sessions use."""
     manifest = ManifestStore.from_dirs(bundled_manifest_dir(), None).get("claude")
     screen = backends.make_screen(backend, 32, 120)
-    r, w = os.pipe()
-    paint = Painter(fd=w)
+    out = io.StringIO()
+    term = fake_agent.Terminal(out, 120)
+    wording = tomllib.loads(fake_agent.WORDING.read_text())
+    tool = next(t for t in wording["tools"] if t["name"] == "Bash")
 
     def state() -> str:
-        screen.feed(os.read(r, 1 << 20))
+        screen.feed(out.getvalue().encode())
+        out.seek(0)
+        out.truncate()
         return manifest.classify(screen.lines(), screen.title, screen.cursor.row).state
 
-    paint.write("\x1b[2J\x1b[H" + "history\r\n" * 5)
-    paint.working()
-    assert state() == "working"
-    paint.spin()
-    assert state() == "working"
-    paint.phase(BLOCKED)
-    assert state() == "blocked"
-    paint.working()
-    assert state() == "working" and "Do you want" not in screen.text()
-    paint.phase(["● Done.", *IDLE])
+    term.show([], fake_agent.idle_chrome(wording, 120))
     assert state() == "idle"
-    os.close(r)
-    os.close(w)
+    frame = lambda n: fake_agent.spinner_frame(wording, n, "Baking", time.monotonic())  # noqa: E731
+    term.show(["❯ tidy up", ""], fake_agent.working_rows(wording, 120, frame(0)))
+    assert state() == "working"
+    term.redraw_first(frame(1))
+    assert state() == "working"
+    term.show([fake_agent.tool_line(tool)], fake_agent.prompt_rows(wording, tool, "/tmp", 120))
+    assert state() == "blocked"
+    term.show([], fake_agent.working_rows(wording, 120, frame(2)))
+    assert state() == "working" and "Do you want" not in screen.text()
+    term.show(["● Done.", ""], fake_agent.idle_chrome(wording, 120))
+    assert state() == "idle"
+
+
+def test_the_benchmarks_agent_runs_by_itself_and_notes_each_change(tmp_path):
+    """--auto: no input, prompts answered and tasks typed by the agent; the truth has only changes."""
+    from panewatch_lab.bench import agent_command, read_truth
+    from panewatch_lab.pty_session import PtySession
+
+    state_file = tmp_path / "truth.jsonl"
+    argv = agent_command(state_file, 3, hold=(0.1, 0.2))
+    with PtySession(argv, rows=32, cols=120) as session:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and [s for _, s in read_truth(state_file)].count("blocked") < 2:
+            time.sleep(0.05)
+        assert session.exit_status is None  # still going: nothing waits for input
+    states = [s for _, s in read_truth(state_file)]
+    assert states.count("blocked") >= 2 and "working" in states
+    assert all(a != b for a, b in zip(states, states[1:], strict=False))
 
 
 def test_throughput_is_measured_for_every_stream():
@@ -149,11 +175,12 @@ async def test_engine_gives_sessions_the_configured_backend():
 def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
     pytest.importorskip("pyghostty")
     from panewatch.cli import main
-    from panewatch.fixtures import default_root, find_folders
+    from panewatch.fixtures import find_folders
 
-    if not find_folders(default_root()):
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    if not find_folders(root):
         pytest.skip("no fixture folders under fixtures/")
-    code = main(["fixtures", "--backend", "ghostty"])
+    code = main(["fixtures", str(root), "--backend", "ghostty"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert code == 0, last
     done, total = last.rsplit(" ", 1)[1].split("/")

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.fixtures import default_root, find_folders
+from panewatch.fixtures import find_folders
+
+REPO = Path(__file__).resolve().parent.parent
 
 PROMPT = ("─" * 40 + "\r\n Do\x1b[5Gyou\x1b[9Gwant\x1b[14Gto\x1b[17Gproceed?\r\n"
           " ❯ 1. Yes\r\n   2. No\r\n Esc to cancel · Tab to amend").encode()
@@ -100,10 +102,10 @@ def test_fixtures_table_on_a_folder(captures, tmp_path):
 
 
 def test_every_bundled_fixture_classifies_correctly():
-    folders = find_folders(default_root())
+    folders = find_folders(REPO / "fixtures")
     if not folders:
         pytest.fail("no fixture folders under fixtures/")
-    r = run("fixtures")
+    r = run("fixtures", cwd=REPO)  # the checkout's fixtures/, found from the working directory
     assert r.returncode == 0, r.stdout + r.stderr
     total = sum(len(list(f.glob("*.raw"))) for f in folders)
     assert r.stdout.splitlines()[-1].endswith(f"screen {total}/{total}")

@@ -457,7 +457,7 @@ def test_command_parsing_and_card_helpers(page) -> None:
 def _asking_seed() -> int:
     """A seed whose first turn asks before a tool call (the plan is deterministic per seed)."""
     for seed in range(50):
-        out = subprocess.run([sys.executable, "-m", "panewatch.lab.fake_agent", "--plan", "1", "--seed", str(seed),
+        out = subprocess.run([sys.executable, "-m", "panewatch_lab.fake_agent", "--plan", "1", "--seed", str(seed),
                               *FAKE_ARGS], capture_output=True, text=True, check=True, timeout=30).stdout
         if any(step["asks"] for step in json.loads(out)["steps"]):
             return seed
@@ -469,13 +469,13 @@ FAKE_ARGS = ["--speed", "4", "--prompt-prob", "1", "--question-prob", "0"]
 
 def test_a_prompt_drawn_like_claude_is_answered_from_the_page(page, server: Server) -> None:
     try:
-        found = importlib.util.find_spec("panewatch.lab.fake_agent") is not None
+        found = importlib.util.find_spec("panewatch_lab.fake_agent") is not None
     except ModuleNotFoundError:
         found = False
     if not found:
-        pytest.skip("the lab's fake agent (panewatch.lab.fake_agent) is not there")
+        pytest.skip("the lab's fake agent (panewatch_lab.fake_agent) is not there")
     seed = _asking_seed()
-    sid = server.create([sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", str(seed), *FAKE_ARGS],
+    sid = server.create([sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), *FAKE_ARGS],
                         agent="fake", name="fake-claude")["id"]
     card = card_of(page, sid)
     expect(card.locator(".badge-state")).to_have_text("idle")

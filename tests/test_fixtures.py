@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
-from panewatch.fixtures import Fixture, default_root, find_folders, load_folder
+from panewatch.fixtures import Fixture, find_folders, load_folder
 from panewatch.manifest import (
     CompiledManifest,
     ManifestStore,
@@ -21,7 +22,8 @@ from panewatch.manifest import (
 from panewatch.screen import Screen
 from panewatch.tail import strip_tail
 
-FOLDERS = find_folders(default_root())
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+FOLDERS = find_folders(ROOT)
 FIXTURES: list[Fixture] = [fx for folder in FOLDERS for fx in load_folder(folder)]
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 
@@ -48,7 +50,7 @@ def screen_of(fx: Fixture) -> Screen:
 
 
 def test_there_are_claude_fixtures() -> None:
-    assert any(fx.agent == "claude" for fx in FIXTURES), f"no claude fixture folder under {default_root()}"
+    assert any(fx.agent == "claude" for fx in FIXTURES), f"no claude fixture folder under {ROOT}"
 
 
 def test_every_raw_file_is_listed_and_every_listed_file_exists() -> None:

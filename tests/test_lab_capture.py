@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 from panewatch.fixtures import FixtureTruth, load_folder
-from panewatch.lab.capture import (
+from panewatch_lab.capture import (
     CaptureRefused,
     capture_one,
     check_mock,
     check_screen,
     mock_turn,
 )
-from panewatch.lab.capture_plan import (
+from panewatch_lab.capture_plan import (
     CapturePlan,
     CaptureSpec,
     MockTruth,
     Step,
     load_plan,
 )
-from panewatch.lab.claude_env import find_claude
-from panewatch.lab.fixture_writer import write_folder
+from panewatch_lab.claude_env import find_claude
+from panewatch_lab.fixture_writer import write_folder
 from pydantic import ValidationError
 
 CLAUDE = find_claude()

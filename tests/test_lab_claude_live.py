@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import panewatch
-from panewatch.lab.claude_env import claude_argv, find_claude, prepare_home
-from panewatch.lab.pty_session import PtySession
+from panewatch_lab.claude_env import claude_argv, find_claude, prepare_home
+from panewatch_lab.loopback import free_port
+from panewatch_lab.pty_session import PtySession
 
 from live import wait_listening
 
@@ -25,17 +23,10 @@ CLAUDE = find_claude()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
                                 "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")]
 
-PACKAGE_PARENT = str(Path(panewatch.__file__).resolve().parents[1])
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 IDLE = "? for shortcuts"
 #: Keys sent within ~150 ms of a dialog's first bytes are dropped by 2.1.332 (notes/lab.md).
 DIALOG_SETTLE = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -55,8 +46,8 @@ class Lab:
 def lab(tmp_path: Path) -> Iterator[Lab]:
     port, log = free_port(), tmp_path / "mock.jsonl"
     server = subprocess.Popen(
-        [sys.executable, "-m", "panewatch.lab.mock_api", "--port", str(port), "--scenario", "basic", "--log", str(log)],
-        env={**os.environ, "PYTHONPATH": PACKAGE_PARENT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "basic", "--log", str(log)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_listening(port, server, "mock API")
         project = tmp_path / "project"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from panewatch.lab.cli import COMMANDS, main, parse_sizes
+from panewatch_lab.cli import COMMANDS, main, parse_sizes
+from panewatch_lab.loopback import free_port
 
 from live import wait_listening
 
@@ -54,9 +54,7 @@ def test_fake_agent_passes_its_options_through() -> None:
 
 
 def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tmp_path / "mock.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "panewatch", "lab", "mock-api", "--port", str(port),
                              "--scenario", "basic", "--log", str(log)],

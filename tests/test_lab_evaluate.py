@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from panewatch.lab import eval_log, evaluate
-from panewatch.lab.eval_analysis import analyze, claude_truth
-from panewatch.lab.eval_detectors import ScreenWatch, ShadowDetectors, detector_infos
-from panewatch.lab.eval_proc import CLK_TCK, group_by_truth, syscall_name
-from panewatch.lab.eval_report import kept_notes, render
-from panewatch.lab.eval_score import Segment, positive_runs, score, segments
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch_lab import MANIFEST_DIR, eval_log, evaluate
+from panewatch_lab.eval_analysis import analyze, claude_truth
+from panewatch_lab.eval_detectors import ScreenWatch, ShadowDetectors, detector_infos
+from panewatch_lab.eval_proc import CLK_TCK, group_by_truth, syscall_name
+from panewatch_lab.eval_report import kept_notes, render
+from panewatch_lab.eval_score import Segment, positive_runs, score, segments
 
 # idle 0-10, working 10-20, blocked 20-25 (prompt drawn at 20, answered at 25), working 25-30, idle 30-40
 TRUTH = segments([(0, "idle"), (10, "working"), (20, "blocked"), (25, "working"), (30, "idle")], 40)
@@ -127,7 +127,7 @@ def test_claude_truth_ignores_dialog_text_without_a_tool_use_reply() -> None:
 
 # -- detectors, processes, report ---------------------------------------------------------------
 def _manifest(agent: str = "fake"):
-    m = ManifestStore.from_dirs(bundled_manifest_dir()).get(agent)
+    m = ManifestStore.from_dirs(bundled_manifest_dir(), MANIFEST_DIR).get(agent)
     assert m is not None
     return m
 
@@ -238,7 +238,7 @@ def test_tiny_live_evaluation_end_to_end(tmp_path, capsys) -> None:
 
 
 def test_panewatch_lab_dispatches_evaluate(capsys) -> None:
-    from panewatch.lab import cli
+    from panewatch_lab import cli
 
     assert cli.main(["evaluate", "--help"]) == 0
     assert "panewatch lab evaluate" in capsys.readouterr().out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import subprocess
@@ -16,11 +15,9 @@ from typing import Any
 
 import pytest
 
-import panewatch
-from panewatch.lab import fake_agent
-from panewatch.lab.pty_session import PtySession
+from panewatch_lab import fake_agent
+from panewatch_lab.pty_session import PtySession
 
-PACKAGE_PARENT = str(Path(panewatch.__file__).resolve().parents[1])
 WORDING = tomllib.loads(fake_agent.WORDING.read_text())
 ROWS, COLS = 30, 100
 #: Dialog headers as written: the second word is placed by CSI n G, like every other.
@@ -63,11 +60,10 @@ def start(tmp_path: Path) -> Iterator[Any]:
 
     def _start(seed: int, speed: float = 20.0, prompt_prob: float = 1.0, question_prob: float = 0.3) -> Agent:
         state_file = tmp_path / f"state-{seed}-{len(sessions)}.jsonl"
-        argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", str(seed), "--speed", str(speed),
+        argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--speed", str(speed),
                 "--prompt-prob", str(prompt_prob), "--question-prob", str(question_prob),
                 "--state-file", str(state_file)]
-        env = {**os.environ, "PYTHONPATH": PACKAGE_PARENT}
-        session = PtySession(argv, env=env, cwd=str(tmp_path), rows=ROWS, cols=COLS).start()
+        session = PtySession(argv, cwd=str(tmp_path), rows=ROWS, cols=COLS).start()
         sessions.append(session)
         agent = Agent(session, state_file)
         agent.wait_state("idle")
@@ -216,7 +212,8 @@ def test_spinner_is_redrawn_in_place_at_ten_hertz(start: Any) -> None:
     agent.s.send("go\r")
     agent.wait_state("working")
     time.sleep(think * 0.8)
-    frames = [f for f in agent.s.output(mark).split(b"\r") if b"esc to interrupt" in f]
+    # spinner rows only: the footer under the input box says "esc to interrupt" too
+    frames = [f for f in agent.s.output(mark).split(b"\r") if b"tokens \xc2\xb7 esc to interrupt" in f]
     assert b"\n" not in b"".join(frames)
     rate = len(frames) / (think * 0.8)
     assert 6 <= rate <= 13, rate
@@ -226,9 +223,8 @@ def test_spinner_is_redrawn_in_place_at_ten_hertz(start: Any) -> None:
 
 def test_same_seed_same_plan_from_the_command_line() -> None:
     def run(seed: int) -> str:
-        argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", str(seed), "--plan", "5"]
-        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30,
-                             env={**os.environ, "PYTHONPATH": PACKAGE_PARENT})
+        argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--plan", "5"]
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30)
         return out.stdout
 
     first, again, other = run(11), run(11), run(12)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,12 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import ValidationError
 
-from panewatch.lab import stream
-from panewatch.lab.mock_api import build_app
-from panewatch.lab.scenario import Scenario, load_scenario, read_conversation
+from panewatch_lab import stream
+from panewatch_lab.loopback import Loopback
+from panewatch_lab.mock_api import build_app
+from panewatch_lab.scenario import Scenario, load_scenario, read_conversation
 
 SCENARIO = """
 description = "test"
@@ -114,12 +113,6 @@ async def sse(client: httpx.AsyncClient, payload: dict[str, Any]) -> list[tuple[
     return events
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Served:
     def __init__(self, app: Any, port: int, log: Path) -> None:
         self.app, self.log = app, log
@@ -135,21 +128,12 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     scenario_file.write_text(SCENARIO)
     log = tmp_path / "mock.jsonl"
     app = build_app(scenario_file, log)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    for _ in range(200):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    assert server.started
-    live = Served(app, port, log)
-    try:
-        yield live
-    finally:
-        await live.client.aclose()
-        server.should_exit = True
-        await task
+    async with Loopback().serving(app) as lb:
+        live = Served(app, lb.port, log)
+        try:
+            yield live
+        finally:
+            await live.client.aclose()
 
 
 def names(events: list[tuple[float, str, dict[str, Any]]]) -> list[str]:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from live import Live, live_server
-from panewatch.lab.claude_env import PINNED_VERSION, find_claude, prepare_home
-from panewatch.lab.mock_server import MockServer
-from panewatch.lab.scenario import Pacing, load_scenario
+from panewatch_lab.claude_env import PINNED_VERSION, find_claude, prepare_home
+from panewatch_lab.mock_server import MockServer
+from panewatch_lab.scenario import Pacing, load_scenario
 
 CLAUDE = find_claude()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "

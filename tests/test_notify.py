@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from panewatch.notify import Notifier
+from panewatch_lab.loopback import Loopback
 
 
 class Clock:
@@ -99,16 +98,8 @@ async def test_webhook_sink_posts_json_to_a_real_server():
         received.append(json.loads(await request.body()))
         return JSONResponse({"ok": True})
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
-                                           log_level="error"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        n = Notifier(clock=Clock(), webhook=f"http://127.0.0.1:{port}/hook")
+    async with Loopback().serving(Starlette(routes=[Route("/hook", hook, methods=["POST"])]), "error") as lb:
+        n = Notifier(clock=Clock(), webhook=f"{lb.url}/hook")
         transition(n, "working", "blocked")
         for _ in range(100):
             if received:
@@ -116,10 +107,6 @@ async def test_webhook_sink_posts_json_to_a_real_server():
             await asyncio.sleep(0.05)
         assert received and received[0]["state"] == "blocked" and received[0]["session"] == "s1"
         await n.aclose()
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 @pytest.mark.parametrize("bad", ["/nonexistent/command", "exit 3"])

@@ -110,7 +110,18 @@ def state(tmp_path: Path):
     subprocess.run(["tmux", "-S", str(folder / "tmux.sock"), "kill-server"], capture_output=True, check=False)
 
 
-SPINNER = [sys.executable, "-m", "panewatch.bench_agent", "--spin-only", "--hz", "10"]
+#: Claude Code's working screen, its spinner row redrawn at 10 Hz (the claude manifest: working)
+SPINNER = [sys.executable, "-c", """
+import sys, time
+rule = "\u2500" * 60
+sys.stdout.write("\\r\\n".join(["* Working...", "", rule, "\u276f ", rule, "  esc to interrupt"]))
+i = 0
+while True:
+    sys.stdout.flush()
+    time.sleep(0.1)
+    i += 1
+    sys.stdout.write("\\x1b7\\x1b[5A\\r\\x1b[2K%s Working... (%ds)\\x1b8" % ("|/-\\\\"[i % 4], i // 10))
+"""]
 
 
 def agent_env(pid: int) -> dict[str, str]:

@@ -20,9 +20,9 @@ from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.hosting import open_hosting
 from panewatch.hosts.tmux import tmux_usable
-from panewatch.lab.claude_env import PINNED_VERSION, find_claude
-from panewatch.lab.mock_server import MockServer
-from panewatch.lab.scenario import load_scenario
+from panewatch_lab.claude_env import PINNED_VERSION, find_claude
+from panewatch_lab.mock_server import MockServer
+from panewatch_lab.scenario import load_scenario
 
 from test_live_claude import launch, screen_shows
 

@@ -10,8 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from panewatch.engine import Engine
 from panewatch.errors import Conflict
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.session import SessionSpec
+from panewatch_lab import MANIFEST_DIR
+
+
+@pytest.fixture
+async def engine():
+    """A started engine that knows the lab's ``fake`` manifest (not bundled with the runtime)."""
+    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), MANIFEST_DIR), sweep_ms=50)
+    await eng.start()
+    yield eng
+    await eng.stop()
 
 
 def truth(path: Path) -> list[str]:
@@ -30,7 +42,7 @@ async def until(predicate, timeout: float = 15.0, step: float = 0.02):
 
 async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_path):
     state_file = tmp_path / "truth.jsonl"
-    argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", "3", "--speed", "6",
+    argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", "3", "--speed", "6",
             "--prompt-prob", "1", "--state-file", str(state_file)]
     sid = engine.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120))["id"]
 
@@ -70,7 +82,7 @@ async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_
 
 
 async def test_fake_agent_exit_is_seen_and_screen_kept(engine, tmp_path):
-    argv = [sys.executable, "-m", "panewatch.lab.fake_agent", "--seed", "1", "--speed", "20", "--max-tasks", "1",
+    argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", "1", "--speed", "20", "--max-tasks", "1",
             "--prompt-prob", "0"]
     sid = engine.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100))["id"]
     await until(lambda: engine.get(sid)["state"] == "idle")

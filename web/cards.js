@@ -1,6 +1,7 @@
 // One card per session: name, agent, folder, state badge, the live screen, the prompt's
 // options (answered only after an inline confirmation), a send box and delete/open-large.
 
+import { AcpView, isAcp } from "./acp.js";
 import { api } from "./api.js";
 import { LiveSocket } from "./live.js";
 import { formatDuration, shortPath } from "./parse.js";
@@ -130,6 +131,9 @@ export class Card {
     this.renderQueued = false;
     this.large = false;
     this.build();
+    // ACP sessions: the conversation view replaces the screen and its prompt parsing
+    this.acp = isAcp(session) ? new AcpView(this) : null;
+    if (this.acp) this.screenEl.replaceWith(this.acp.el);
     this.update(session);
     this.screenSocket = new LiveSocket(`/ws/sessions/${encodeURIComponent(this.id)}/screen?styles=1`, {
       onMessage: (msg) => this.onFrame(msg),
@@ -238,6 +242,7 @@ export class Card {
     this.sendHint.hidden = !blocked;
     this.sendInput.placeholder = exited ? "The session has exited" : "Type to the agent…";
     if (prevState !== s.state && this.pending && this.pending.kind === "answer" && !blocked) this.cancel();
+    if (this.acp) this.acp.update(s);
     this.renderPrompt();
   }
 
@@ -297,7 +302,7 @@ export class Card {
 
   // -- the prompt's options -----------------------------------------------------------------
   renderPrompt() {
-    const blocked = this.session.state === "blocked";
+    const blocked = this.session.state === "blocked" && !this.acp;
     this.promptEl.hidden = !blocked;
     if (!blocked) return;
     const options = (this.prompt && this.prompt.options) || [];
@@ -444,6 +449,7 @@ export class Card {
 
   destroy() {
     this.screenSocket.stop();
+    if (this.acp) this.acp.destroy();
     if (this.large) this.setLarge(false);
     this.el.remove();
   }

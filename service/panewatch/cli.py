@@ -1,4 +1,4 @@
-"""The ``panewatch`` command: classify captures, explain a verdict, serve, wait, run the lab."""
+"""The ``panewatch`` command: classify captures, explain a verdict, serve, wait (the lab plugs in)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
+from . import plugins
 from . import transcript
 from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
@@ -194,16 +195,13 @@ def cmd_attach(args: argparse.Namespace) -> int:
     return 0  # not reached: tmux replaced this process
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import cmd_bench as run_bench
-
-    return run_bench(args)
-
-
-def cmd_lab(args: argparse.Namespace, rest: list[str]) -> int:
-    from .lab.cli import main as lab_main
-
-    return lab_main(rest)
+def run_plugin(name: str, argv: list[str]) -> int:
+    """``panewatch NAME ...`` for a command another distribution plugs in (the lab, the bench)."""
+    runner = plugins.find(name)
+    if runner is None:
+        print(f"panewatch {name}: not installed.\n\n{plugins.install_hint(name)}", file=sys.stderr)
+        return EXIT_USAGE
+    return runner(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,24 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's state folder (default: $PANEWATCH_STATE_DIR, else $XDG_STATE_HOME/panewatch)")
     p.set_defaults(func=cmd_attach)
 
-    p = sub.add_parser("bench", help="benchmark: detection latency, many agents, floods, emulator speed")
-    from .bench import build_parser as add_bench_arguments
-
-    add_bench_arguments(p)
-    p.set_defaults(func=cmd_bench)
-
-    p = sub.add_parser("lab", help="mock model API, fake agent, captures, evaluation", add_help=False)
-    p.set_defaults(func=None)
+    installed = plugins.available()
+    for name in plugin_names():  # parsed by the plugin itself: see main()
+        help_ = plugins.KNOWN.get(name, f"(from {installed[name]})" if name in installed else "")
+        if name not in installed:
+            help_ += " [not installed: see `panewatch " + name + "`]"
+        p = sub.add_parser(name, help=help_, add_help=False)
+        p.set_defaults(func=None)
     return parser
+
+
+def plugin_names() -> list[str]:
+    """The lab's commands (installed or not: then they say how to get them), then any others."""
+    return [*plugins.KNOWN, *sorted(set(plugins.available()) - set(plugins.KNOWN))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if argv and argv[0] == "lab":
-        return cmd_lab(argparse.Namespace(), argv[1:])
-    args = parser.parse_args(argv)
     try:
+        if argv and argv[0] in plugin_names():
+            return run_plugin(argv[0], argv[1:])
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except CliError as exc:
         print(f"panewatch: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import acp_sessions
 from . import transcript as transcripts
 from .backends import make_screen, screen_class
 from .clock import Clock, LoopClock
@@ -34,7 +35,7 @@ from .panes import Panes
 from .scheduler import Mode, Timing
 from .session import Session, SessionSpec, child_env, expand_command
 from .signals import Report
-from .states import Decision, State
+from .states import Decision, Source, State
 from .streams import output_stream, screen_frames
 from .transcript import Transcript
 from .views import explain_view, screen_view
@@ -77,6 +78,9 @@ class Engine:
             hosts = {host.kind: host}
         #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
         self.hosts: dict[str, PaneHost] = dict(hosts)
+        if acp_sessions.KIND not in self.hosts:  # agents speaking ACP are always welcome: no setup
+            from .hosts.acp import AcpHost
+            self.hosts[acp_sessions.KIND] = AcpHost()
         self.host = host if host is not None else next(iter(self.hosts.values()))
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
@@ -141,10 +145,13 @@ class Engine:
     def create(self, spec: SessionSpec) -> dict[str, Any]:
         """Launch a session; its info. A command that cannot start still gives a session,
         ``exited`` with the error, so the caller can read what went wrong."""
-        manifest = self.store.get(spec.agent) if spec.agent else None
-        if spec.agent and manifest is None:
+        acp = spec.host == acp_sessions.KIND
+        manifest = self.store.get(spec.agent) if spec.agent and not acp else None
+        if spec.agent and manifest is None and not acp:
             raise InvalidRequest(f"unknown agent {spec.agent!r} (known: {', '.join(self.store.agents())})")
-        if spec.command:
+        if acp:
+            argv = acp_sessions.launch_argv(spec)  # ACP agents have no screen rules: no manifest
+        elif spec.command:
             argv = list(spec.command)
         elif manifest is not None and manifest.manifest.command:
             argv = expand_command(manifest.manifest.command)
@@ -162,7 +169,10 @@ class Engine:
         if spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
         pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+                    agent=None if acp else spec.agent, clock=panes.clock.time, wall=self.wall)
+        if acp:  # its state comes from the protocol only, from the start
+            pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
+                                    program=os.path.basename(argv[0])))
         session = Session(sid, spec, argv, pane, chosen, host.kind)
         env = child_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid,
                                      "PANEWATCH_REPORT_TOKEN": session.report_token,
@@ -316,6 +326,8 @@ class Engine:
     async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
         """Type ``text`` (and Enter): refused when the pane is blocked at this moment."""
         session = self._session(sid)
+        if session.host == acp_sessions.KIND:
+            return acp_sessions.send(session, text)  # session/prompt; Enter means nothing there
         decision = self.panes.classify(session)
         if decision.state == State.blocked:
             raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
@@ -332,12 +344,21 @@ class Engine:
             self._write(session, b"\r")
         return decision
 
-    async def answer(self, sid: str, *, option: int | None = None, keys: str | None = None,
-                     settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
-        """Answer a prompt: only when blocked now; then check that the prompt went away."""
+    async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
+                     request: str | None = None, settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
+        """Answer a prompt: only when blocked now; then check that the prompt went away.
+        ACP sessions take an option id (or number) and, optionally, the permission request's id."""
         if (option is None) == (keys is None):
             raise InvalidRequest("give exactly one of option or keys")
         session = self._session(sid)
+        if session.host == acp_sessions.KIND:
+            if option is None:
+                raise InvalidRequest("an ACP permission is answered with an option (its id or number), not keys")
+            option_id, after = acp_sessions.answer(session, option, request)
+            # the protocol confirms delivery: the request is settled the moment it is answered
+            return AnswerResult(after.state != State.blocked, after.state, after.decided_by, 0.0, option_id)
+        if isinstance(option, str):
+            raise InvalidRequest("a terminal prompt's option is a number")
         panes, pane = self.panes, session.pane
         decision = panes.classify(session)
         if decision.state != State.blocked:
@@ -367,6 +388,28 @@ class Engine:
                 took = True
                 break
         return AnswerResult(took, decision.state, decision.decided_by, round(clock.time() - start, 3), data)
+
+    def cancel(self, sid: str) -> dict[str, Any]:
+        """Interrupt an ACP session's turn (``session/cancel``); 409 when no turn runs."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("cancel is for ACP sessions; a terminal takes keys (Esc, Ctrl-C) via answer/send")
+        decision = acp_sessions.cancel(session)
+        return {"cancelled": True, **decision.as_dict()}
+
+    def conversation(self, sid: str) -> dict[str, Any]:
+        """An ACP session's conversation (messages, tool calls, plan, pending permission)."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("only ACP sessions have a conversation; read the screen instead")
+        return acp_sessions.conversation(session)
+
+    def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[dict[str, Any]]:
+        """The conversation, then again on every change (latest only, at most per ``interval``)."""
+        session = self._session(sid)
+        if session.host != acp_sessions.KIND:
+            raise InvalidRequest("only ACP sessions have a conversation")
+        return acp_sessions.conversations(self.panes, session, interval=interval)
 
     def write_keys(self, sid: str, data: bytes) -> None:
         """Raw keystrokes typed by a person in an interactive terminal (not guarded: they see

@@ -67,4 +67,6 @@ def find_folders(root: Path) -> list[Path]:
 
 
 def default_root() -> Path:
-    return Path(__file__).resolve().parent.parent.parent / "fixtures"
+    """``fixtures/`` of the working directory: captures belong to a checkout, not to the wheel
+    (installed, this file sits in site-packages, where no fixture is)."""
+    return Path.cwd() / "fixtures"

@@ -8,13 +8,20 @@ that matches wins; ``blocked`` rules are written above ``working`` ones (an agen
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import re
+import time
+from array import array
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from re import _constants as _c  # type: ignore[attr-defined]
+from re import _parser  # type: ignore[attr-defined]
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -34,6 +41,295 @@ REGIONS_HELP = (
     "screen, title, cursor_line, after_last_rule, before_last_rule, prompt_box, "
     "above_prompt_box, bottom:N, top:N"
 )
+
+
+# --- bounded-time regexes -----------------------------------------------------------------
+#
+# A rule's regex runs on every classification of every pane, on the event loop. Python's
+# ``re`` backtracks: ``(a+)+$`` on 30 ``a`` and a ``!`` froze the service ~50 s. So a pattern
+# is (1) refused at load if it has the shapes that backtrack exponentially, and (2) run on
+# RE2 (google-re2, linear time) whenever RE2 can express it. Python's ``\s``, ``\w``, ``\d``
+# are Unicode-aware where RE2's are ASCII, so patterns are translated from Python's own parse
+# tree with those classes spelled out as code-point ranges: the same matches, the same
+# evidence. Lookarounds and ``\b`` have no RE2 form; such patterns stay on ``re`` (they
+# passed the load check) and every rule's time is measured and reported past its budget.
+
+#: A rule whose patterns take longer than this on one screen is reported (logged, kept in
+#: ``CompiledManifest.slow_rules``).
+RULE_BUDGET_MS = 10.0
+
+try:  # google-re2 is a dependency; without its wheel the load check alone protects
+    import re2 as _re2
+except ImportError:  # pragma: no cover - depends on the platform's wheels
+    _re2 = None
+
+log = logging.getLogger("panewatch.manifest")
+
+_REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT)}
+_MAXCP = 0x10FFFF
+
+
+@lru_cache(maxsize=None)
+def _category_ranges(category: str) -> tuple[tuple[int, int], ...]:
+    r"""Code-point ranges of Python's Unicode ``\s``/``\w``/``\d`` (or a negation), found by
+    ``re`` itself over every code point: RE2 gets exactly the set Python would match."""
+    base = category.replace("NOT_", "")
+    if base != category:
+        return tuple(_complement(_category_ranges(base)))
+    escape = {"CATEGORY_SPACE": r"\s", "CATEGORY_DIGIT": r"\d", "CATEGORY_WORD": r"\w"}.get(base)
+    if escape is None:
+        raise _Untranslatable(category)
+    return tuple((m.start(), m.end() - 1) for m in re.finditer(f"[{escape}]+", _all_code_points()))
+
+
+@lru_cache(maxsize=1)
+def _all_code_points() -> str:
+    return array("I", range(_MAXCP + 1)).tobytes().decode("utf-32-le" if sys.byteorder == "little"
+                                                          else "utf-32-be", "surrogatepass")
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _complement(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, nxt = [], 0
+    for lo, hi in _merge(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= _MAXCP:
+        out.append((nxt, _MAXCP))
+    return out
+
+
+def _class_ranges(items: list) -> list[tuple[int, int]]:
+    """The code points a parsed ``[...]`` (or ``\\s`` etc.) matches, case-sensitively."""
+    negate = False
+    ranges: list[tuple[int, int]] = []
+    for op, av in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            ranges.append((av, av))
+        elif op is _c.RANGE:
+            ranges.append(av)
+        elif op is _c.CATEGORY:
+            ranges.extend(_category_ranges(str(av)))
+        else:
+            raise _Untranslatable(f"class item {op}")
+    return _complement(ranges) if negate else _merge(ranges)
+
+
+class _Untranslatable(Exception):
+    """A construct RE2 has no equivalent for (lookaround, ``\\b``, backreference ...)."""
+
+
+def _cp(cp: int) -> str:
+    ch = chr(cp)
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{cp:x}}}"
+
+
+def _re2_class(ranges: list[tuple[int, int]]) -> str:
+    parts = []
+    for lo, hi in ranges:
+        # RE2 works on UTF-8 and has no surrogates; a screen never holds them either
+        for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
+            if a <= b:
+                parts.append(_cp(a) if a == b else f"{_cp(a)}-{_cp(b)}")
+    return f"[{''.join(parts)}]" if parts else "[^\\x00-\\x{10ffff}]"
+
+
+def _re2_flags(add: int, remove: int) -> str:
+    letters = {_c.SRE_FLAG_IGNORECASE: "i", _c.SRE_FLAG_MULTILINE: "m", _c.SRE_FLAG_DOTALL: "s"}
+    if (add | remove) & ~(_c.SRE_FLAG_IGNORECASE | _c.SRE_FLAG_MULTILINE | _c.SRE_FLAG_DOTALL
+                          | _c.SRE_FLAG_UNICODE):
+        raise _Untranslatable(f"flags {add | remove}")
+    on = "".join(v for k, v in letters.items() if add & k)
+    off = "".join(v for k, v in letters.items() if remove & k)
+    return on + (f"-{off}" if off else "")
+
+
+def _to_re2(nodes: Any) -> str:
+    """RE2 syntax for a ``re._parser`` tree, with Python's meaning."""
+    out = []
+    for op, av in nodes:
+        if op is _c.LITERAL:
+            out.append(_cp(av))
+        elif op is _c.NOT_LITERAL:
+            out.append(_re2_class(_complement([(av, av)])))
+        elif op is _c.ANY:
+            out.append(".")
+        elif op is _c.IN:
+            out.append(_re2_class(_class_ranges(av)))
+        elif op is _c.BRANCH:
+            out.append("(?:" + "|".join(_to_re2(alt) for alt in av[1]) + ")")
+        elif op is _c.SUBPATTERN:
+            gid, add, remove, body = av
+            flags = _re2_flags(add, remove)
+            head = "(?:" if gid is None else "("
+            inner = _to_re2(body)
+            out.append(f"(?{flags}:{head}{inner}))" if flags else f"{head}{inner})")
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+            lo, hi, body = av
+            if lo > 1000 or (hi is not _c.MAXREPEAT and hi > 1000):
+                raise _Untranslatable("repeat count above RE2's 1000")
+            count = {(0, _c.MAXREPEAT): "*", (1, _c.MAXREPEAT): "+", (0, 1): "?"}.get((lo, hi))
+            if count is None:
+                count = f"{{{lo},}}" if hi == _c.MAXREPEAT else f"{{{lo},{hi}}}"
+            out.append(f"(?:{_to_re2(body)}){count}{'?' if op is _c.MIN_REPEAT else ''}")
+        elif op is _c.AT and av in _AT_RE2:
+            out.append(_AT_RE2[av])
+        else:  # lookaround, \b, backreference, atomic group, possessive repeat
+            raise _Untranslatable(str(op))
+    return "".join(out)
+
+
+_AT_RE2 = {_c.AT_BEGINNING: "^", _c.AT_END: "$", _c.AT_BEGINNING_STRING: "\\A", _c.AT_END_STRING: "\\z"}
+
+
+def _first(nodes: Any) -> list[tuple[int, int]] | None:
+    """The code points a sequence can start with (None: it may match empty or anything)."""
+    for op, av in nodes:
+        if op is _c.LITERAL:
+            return [(av, av)]
+        if op is _c.IN:
+            try:
+                return _class_ranges(av)
+            except _Untranslatable:
+                return None
+        if op is _c.NOT_LITERAL or op is _c.ANY:
+            return [(0, _MAXCP)]
+        if op is _c.SUBPATTERN:
+            return _first(av[3])
+        if op in _REPEATS:
+            return _first(av[2]) if av[0] >= 1 else None
+        if op is _c.AT:
+            continue
+        return None
+    return None
+
+
+def _overlap(a: list[tuple[int, int]] | None, b: list[tuple[int, int]] | None) -> bool:
+    if a is None or b is None:
+        return True
+    return any(lo1 <= hi2 and lo2 <= hi1 for lo1, hi1 in a for lo2, hi2 in b)
+
+
+def _varies(nodes: Any) -> bool:
+    """Whether a sequence can match texts of different lengths (then repeating it backtracks)."""
+    for op, av in nodes:
+        if op in _REPEATS and av[0] != av[1]:
+            return True
+        if op is _c.BRANCH or (op is _c.SUBPATTERN and _varies(av[3])):
+            return True
+    return False
+
+
+def backtracking_hazard(pattern: str) -> str | None:
+    r"""Why ``pattern`` can take exponential time on Python's ``re`` (None: it cannot by these
+    shapes). Refused: a variable-length repeat inside a repeated group (``(a+)+``,
+    ``(a*b?)*``, ``(.*x){9}``), a repeated alternation whose branches can start alike or be
+    empty (``(a|aa)*``, ``(\w|\d)+``), and backreferences (no linear-time engine runs them).
+    Conservative: a few safe patterns are refused too, and can be written without nesting."""
+    def walk(nodes: Any, repeated: bool) -> str | None:
+        for op, av in nodes:
+            if op in (_c.GROUPREF, getattr(_c, "GROUPREF_EXISTS", None)):
+                return "a backreference cannot run in linear time"
+            if op in _REPEATS:
+                lo, hi, body = av
+                many = hi == _c.MAXREPEAT or hi > 1
+                if many and repeated and lo != hi:
+                    return "a quantifier nested inside a quantified group (like (a+)+) backtracks exponentially"
+                why = walk(body, repeated or many)
+                if why:
+                    return why
+            elif op is _c.SUBPATTERN:
+                why = walk(av[3], repeated)
+                if why:
+                    return why
+            elif op is _c.BRANCH:
+                if repeated:
+                    firsts = [_first(alt) for alt in av[1]]
+                    if any(_overlap(firsts[i], firsts[j]) for i in range(len(firsts)) for j in range(i)):
+                        return ("a quantified alternation whose branches can match alike (like (a|aa)*) "
+                                "backtracks exponentially")
+                for alt in av[1]:
+                    why = walk(alt, repeated)
+                    if why:
+                        return why
+            elif op in (_c.ASSERT, _c.ASSERT_NOT):
+                why = walk(av[1], repeated)
+                if why:
+                    return why
+            elif op is getattr(_c, "ATOMIC_GROUP", None):
+                why = walk(av, repeated)
+                if why:
+                    return why
+        return None
+
+    return walk(_parser.parse(pattern), False)
+
+
+class _Re2Pattern:
+    """An RE2-compiled rule pattern that answers like ``re.Pattern`` where rules use it.
+
+    RE2 runs on UTF-8 bytes: the region text is encoded once for all the patterns that
+    search it (the wrapper's own ``str`` path re-encodes per call, twice the cost)."""
+
+    engine = "re2"
+    __slots__ = ("pattern", "_compiled")
+    _last: tuple[str, bytes] = ("", b"")
+
+    def __init__(self, pattern: str, compiled: Any) -> None:
+        self.pattern, self._compiled = pattern, compiled
+
+    def search(self, text: str) -> _Re2Match | None:
+        last = _Re2Pattern._last
+        if last[0] is not text:
+            last = _Re2Pattern._last = (text, text.encode("utf-8", "surrogatepass"))
+        m = self._compiled.search(last[1])
+        return None if m is None else _Re2Match(last[1], m.start(), m.end())
+
+
+class _Re2Match:
+    """The part of ``re.Match`` rules read: the matched text and where it starts."""
+
+    __slots__ = ("_data", "_start", "_end")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self._data, self._start, self._end = data, start, end
+
+    def group(self, index: int = 0) -> str:
+        if index:
+            raise IndexError("only group 0 is kept")
+        return self._data[self._start: self._end].decode("utf-8", "replace")
+
+    def start(self) -> int:
+        return len(self._data[: self._start].decode("utf-8", "replace"))
+
+
+def compile_rule_pattern(pattern: str, flags: int) -> Any:
+    """``pattern`` on RE2 with Python's meaning, or on ``re`` when RE2 cannot express it."""
+    if _re2 is not None:
+        try:
+            tree = _parser.parse(pattern, flags)
+            body = _to_re2(tree)
+            head = _re2_flags(tree.state.flags & ~_c.SRE_FLAG_UNICODE, 0)
+            options = _re2.Options()
+            options.log_errors = False
+            options.max_mem = 64 << 20  # the \w class is large; bounded all the same
+            source = f"(?{head}){body}" if head else body
+            return _Re2Pattern(pattern, _re2.compile(source.encode(), options))
+        except (_Untranslatable, _re2.error):
+            pass
+    return re.compile(pattern, flags)
 
 
 class Rule(BaseModel):
@@ -67,6 +363,9 @@ class Rule(BaseModel):
                 re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"pattern {i + 1} {pattern!r} is not a valid regex: {exc}") from None
+            hazard = backtracking_hazard(pattern)
+            if hazard:
+                raise ValueError(f"pattern {i + 1} {pattern!r} is refused: {hazard}")
         return patterns
 
     @model_validator(mode="after")
@@ -137,11 +436,21 @@ def _non_empty(lines: Iterable[str]) -> list[str]:
 
 
 def _rule_indexes(lines: Sequence[str]) -> list[int]:
-    return [i for i, line in enumerate(lines) if HORIZONTAL_RULE.match(line)]
+    search = _horizontal_rule().search
+    return [i for i, line in enumerate(lines) if search(line)]
 
 
-def region_lines(region: str, lines: Sequence[str], title: str = "", cursor_row: int | None = None) -> list[str]:
-    """The lines of the screen a region names (see ``REGIONS_HELP``)."""
+@lru_cache(maxsize=1)
+def _horizontal_rule() -> Any:
+    """``HORIZONTAL_RULE`` on RE2: on ``re`` a 500-column line of rule and words backtracked
+    quadratically (0.5 s for a 1000-row screen); ``^...$`` per line makes search a match."""
+    return compile_rule_pattern(HORIZONTAL_RULE.pattern, 0)
+
+
+def region_lines(region: str, lines: Sequence[str], title: str = "", cursor_row: int | None = None,
+                 rules: list[int] | None = None) -> list[str]:
+    """The lines of the screen a region names (see ``REGIONS_HELP``); ``rules`` are the
+    horizontal rules' row indexes when the caller has them already."""
     if region == "screen":
         return list(lines)
     if region == "title":
@@ -152,7 +461,8 @@ def region_lines(region: str, lines: Sequence[str], title: str = "", cursor_row:
         return _non_empty(lines)[-int(region[7:]):]
     if region.startswith("top:"):
         return _non_empty(lines)[: int(region[4:])]
-    rules = _rule_indexes(lines)
+    if rules is None:
+        rules = _rule_indexes(lines)
     if region == "after_last_rule":
         return list(lines[rules[-1] + 1:]) if rules else []
     if region == "before_last_rule":
@@ -195,15 +505,20 @@ NO_MATCH = "no rule matched: idle by default (never blocked)"
 @dataclass
 class CompiledRule:
     rule: Rule
-    any: list[re.Pattern[str]]
-    all: list[re.Pattern[str]]
-    not_: list[re.Pattern[str]]
+    any: list[Any]  # re.Pattern, or _Re2Pattern (the same ``pattern``/``search``)
+    all: list[Any]
+    not_: list[Any]
 
     @classmethod
     def build(cls, rule: Rule) -> CompiledRule:
         flags = re.MULTILINE | (re.IGNORECASE if rule.ignore_case else 0)
-        comp = lambda ps: [re.compile(p, flags) for p in ps]  # noqa: E731
+        comp = lambda ps: [compile_rule_pattern(p, flags) for p in ps]  # noqa: E731
         return cls(rule, comp(rule.any), comp(rule.all), comp(rule.not_))
+
+    @property
+    def engines(self) -> set[str]:
+        """``re2`` and/or ``re``: which engine runs this rule's patterns."""
+        return {getattr(p, "engine", "re") for p in (*self.any, *self.all, *self.not_)}
 
     def match(self, text: str) -> tuple[bool, list[str], str]:
         """(matched, evidence, reason) for the region's text."""
@@ -236,6 +551,8 @@ class CompiledManifest:
     rules: list[CompiledRule]
     path: Path | None = None
     mtime_ns: int = 0
+    #: rule name -> slowest time (ms) it took on one screen, for rules past RULE_BUDGET_MS
+    slow_rules: dict[str, float] = field(default_factory=dict)
 
     @property
     def agent(self) -> str:
@@ -249,7 +566,12 @@ class CompiledManifest:
         key = (rule.region, rule.last)
         text = cache.get(key)
         if text is None:
-            selected = region_lines(rule.region, lines, title, cursor_row)
+            rules = None
+            if rule.region.endswith(("rule", "prompt_box")):  # one scan per classification
+                rules = cache.get("rules")
+                if rules is None:
+                    rules = cache["rules"] = _rule_indexes(lines)
+            selected = region_lines(rule.region, lines, title, cursor_row, rules)
             if rule.last:
                 selected = _non_empty(selected)[-rule.last:]
             text = cache[key] = "\n".join(selected)
@@ -260,11 +582,22 @@ class CompiledManifest:
         cache: dict = {}
         for compiled in self.rules:
             text = self._region_text(cache, compiled.rule, lines, title, cursor_row)
+            started = time.thread_time()  # CPU time: a busy machine is not the rule's cost
             matched, evidence, _ = compiled.match(text)
+            took = (time.thread_time() - started) * 1000
+            if took > RULE_BUDGET_MS:
+                self._over_budget(compiled.rule, took, len(text))
             if matched:
                 rule = compiled.rule
                 return Verdict(rule.state, rule.name, rule.why, evidence[-1] if evidence else "")
         return Verdict("idle", None, NO_MATCH)
+
+    def _over_budget(self, rule: Rule, took: float, chars: int) -> None:
+        """Report a rule past its time budget (once per new worst), so it can be fixed."""
+        if took > self.slow_rules.get(rule.name, 0.0) * 1.5:
+            log.warning("manifest %s rule %s took %.1f ms on a %d-character region (budget %.0f ms)",
+                        self.path or self.agent, rule.name, took, chars, RULE_BUDGET_MS)
+        self.slow_rules[rule.name] = max(took, self.slow_rules.get(rule.name, 0.0))
 
     def explain(self, lines: Sequence[str], title: str = "", cursor_row: int | None = None) -> list[RuleTrace]:
         """Every rule in order, matched or not, with the text that matched."""
@@ -297,9 +630,12 @@ def _line_of_rule(source: str, index: int) -> int | None:
     return None
 
 
-def _line_of_key(source: str, key: str) -> int | None:
+def _line_of_key(source: str, key: str, after: int = 0) -> int | None:
+    """Line of ``key =`` at the top level, or inside the table whose header is line ``after``."""
     pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
     for number, line in enumerate(source.splitlines(), 1):
+        if number <= after:
+            continue
         if line.strip().startswith("[["):
             return None
         if pattern.match(line):
@@ -333,7 +669,10 @@ def parse_manifest(path: Path, source: str | None = None) -> Manifest:
             name = rules[index].get("name") if index < len(rules) and isinstance(rules[index], dict) else None
             detail = ".".join(str(p) for p in loc[2:])
             reason = f"({name or 'unnamed'}) {detail + ': ' if detail else ''}{err['msg']}"
-            raise ManifestError(path, reason, line=_line_of_rule(source, index), rule=index + 1) from None
+            line = _line_of_rule(source, index)
+            if line and len(loc) >= 3:
+                line = _line_of_key(source, "not" if loc[2] == "not_" else str(loc[2]), after=line) or line
+            raise ManifestError(path, reason, line=line, rule=index + 1) from None
         line = _line_of_key(source, str(loc[0])) if loc else None
         raise ManifestError(path, reason, line=line) from None
 

@@ -52,6 +52,7 @@ class Pane:
         self.exit_code: int | None = None
         self.exited = False
         self.lost = False
+        self.exact: Decision | None = None  # the state a host states exactly (ACP), not read
         self.report: Report | None = None
         self.report_gen = 0
         self.fg = Foreground()
@@ -141,8 +142,19 @@ class Pane:
         return program.name if is_shell(program.name) else None
 
     # -- classification --------------------------------------------------------------------
+    def set_exact(self, decision: Decision) -> None:
+        """The host states this pane's state exactly (ACP): from now on that is the decision,
+        and the screen (the host's own drawing) is never read for it."""
+        self.exact = decision
+
     def classify(self, store: ManifestStore, freshness: float) -> Decision:
         """Read the screen now and combine it with the other signals (not recorded)."""
+        if self.exact is not None:
+            self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
+            if self.exited and self.exact.state != State.exited:  # gone before the host said why
+                self.exact = Decision(State.exited, Source.exit, f"exit code {self.exit_code}",
+                                      exit_code=self.exit_code)
+            return self.exact
         now = self.clock()
         manifest = self.manifest(store)
         if manifest is None:

@@ -129,15 +129,21 @@ class Panes:
         pane.feed_all()
         self._wake(session.id)
         log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
+        if pane.exact is not None:  # a host that states states says why it ended, too
+            pane.set_exact(Decision(State.exited, Source.exit, reason, exit_code=code))
         decision = pane.classify(self.engine.store, self.engine.freshness)
         if decision.state == State.lost:
             decision = Decision(State.lost, Source.exit, f"the host lost the pane: {reason}")
         self.apply(session, decision)
 
     def status(self, session: Session, state: str, detail: str) -> None:
-        """An exact state from the host (ACP): applied as the pane's decision."""
-        self.apply(session, Decision(State(state), Source.host, detail or f"the host reported {state}",
-                                     event="status"))
+        """An exact state from the host (ACP): the pane's decision from now on. ``detail``
+        starts with the protocol message that decided it, which names the event."""
+        source = Source.acp if session.host == "acp" else Source.host
+        event = detail.split(":", 1)[0].split(" ", 1)[0] if detail else "status"
+        decision = Decision(State(state), source, detail or f"the host reported {state}", event=event)
+        session.pane.set_exact(decision)
+        self.apply(session, decision)
 
     def reply(self, sid: str, data: bytes) -> None:
         """Answers to the agent's terminal queries go straight back into its input."""

@@ -13,6 +13,11 @@ measured defects (see the research notes) so that nothing an agent prints is los
 
 The service *is* the terminal its agents talk to, so queries are answered through ``reply``
 the way xterm answers them, whether or not a browser is watching.
+
+Pane output is untrusted: every sequence costs bounded work and leaves the cursor on the
+screen. Combining marks per cell, REP counts, escape-sequence lengths and the shared cell
+cache are capped; erases touch rows, not cells; a handler that raises loses only its own
+sequence, never the rest of the chunk (see ``tests/test_screen_hostile.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import pyte
 from pyte import charsets
 from pyte import modes as pyte_modes
+from pyte.screens import StaticDefaultDict
 from wcwidth import wcwidth
 
 ESC = "\x1b"
@@ -45,30 +51,54 @@ XTVERSION_REPLY = "\x1bP>|XTerm(388)\x1b\\"
 OSC_COLOURS = {"10": "rgb:d0d0/d0d0/d0d0", "11": "rgb:0000/0000/0000", "12": "rgb:d0d0/d0d0/d0d0"}
 
 ALT_SCREEN_MODES = {47 << 5, 1047 << 5, 1049 << 5}
+#: DECCOLM (3) would switch pyte to 80/132 columns behind the wrapper's back (xterm ignores
+#: it too unless allowed); DECSCNM (5) rewrites every cell for five bytes. Both are ignored.
+_IGNORED_PRIVATE_MODES = frozenset({3, 5})
 SYNC_OUTPUT_MODE = 2026 << 5
 
 _CELL_DATA = attrgetter("data")
 
 #: Longest OSC body kept (titles); longer bodies (OSC 52 clipboard, images) are skipped.
 OSC_KEEP = 4096
+#: Combining marks kept on one cell (xterm keeps 2 by default, at most 10); more are dropped:
+#: 'a' + 40k x U+0301 otherwise re-normalised an ever longer string per mark (13 s).
+MAX_COMBINING = 8
+#: Parameter bytes a CSI may carry; a longer one is garbage, dropped up to its final byte
+#: (16 MiB of digits after ``ESC [`` were carried and rescanned on every feed).
+MAX_SEQUENCE = 2048
+#: Shared (attributes, character) cells of the fast draw path kept per screen; a flood of
+#: distinct code points and colours otherwise grew it without end (260 MB for 4.4 MB).
+CELL_CACHE = 4096
+#: Cells REP (``CSI n b``) may draw per byte fed, on top of a burst of REP_BURST cells (or two
+#: screenfuls if smaller): sixteen ``CSI 9999 b`` cost 16 screenfuls of drawing for 7 bytes
+#: each. A TUI's ruler (``─ CSI 119 b``) spends ~15 cells per byte for a line, well within.
+REP_CELLS_PER_BYTE = 4
+REP_BURST = 16384
 
 # The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
 # (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
 _SPECIAL = re.compile(
     r"""
-    \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
+    \x1b\[ (?P<csi_long>[\x20-\x3f]{%d,}) [\x40-\x7e]?
+  | \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
   | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
   | \x1b\[ (?P<sgr_params>[0-9;]*:[0-9;:]*) m
   | \x1b\[ (?P<csi_x_params>[0-9;]*) (?P<csi_x_final>[STbstu])
   | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
   | \x1b (?P<str_intro>[P_^X])
   | \x1b\] (?P<osc_open>)
-    """,
+    """ % MAX_SEQUENCE,
     re.VERBOSE,
 )
 
-#: An escape sequence cut off at the end of a chunk; it is held back until the next feed.
+#: An escape sequence cut off at the end of a chunk; it is held back until the next feed
+#: (up to ``MAX_SEQUENCE``, past which it is dropped as garbage).
 _INCOMPLETE = re.compile(r"\x1b(?:\[[\x30-\x3f]*[\x20-\x2f]*)?\Z")
+#: The rest of a CSI being dropped as garbage: parameter/intermediate bytes, then its final.
+_CSI_REST = re.compile(r"[\x20-\x3f]*[\x40-\x7e]?")
+#: C1 controls as UTF-8 code points: xterm ignores them in UTF-8 mode; pyte would start an
+#: unbounded CSI (U+009B) or OSC (U+009D) on them.
+_C1 = re.compile("[\x80-\x9f]")
 
 #: End of a DCS/APC/PM/SOS/OSC string.
 _STRING_END = re.compile(r"\x07|\x1b\\")
@@ -78,6 +108,55 @@ _STRING_END = re.compile(r"\x07|\x1b\\")
 def _breaks_pyte(ch: str) -> bool:
     """True for a code point that makes pyte's ``draw`` abandon the rest of a run."""
     return wcwidth(ch) <= 0 and not unicodedata.combining(ch)
+
+
+@lru_cache(maxsize=4096)
+def _mark(ch: str) -> bool:
+    """A combining mark: pyte joins it to the previous cell."""
+    return wcwidth(ch) == 0 and unicodedata.combining(ch) != 0
+
+
+def _bmp_classes() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """Regexes over the Basic Multilingual Plane by wcwidth: all one-cell, all one- or
+    two-cell, and runs of two-cell characters (marks and zero-width excluded).
+
+    Built once (~0.2 s at import): per-character checks through an LRU cache thrashed on a
+    flood of distinct characters (CJK at 0.5 MB/s, mostly in cache misses)."""
+    narrow: list[tuple[int, int]] = []
+    wide: list[tuple[int, int]] = []
+    for cp in range(0xA0, 0x10000):
+        ch = chr(cp)
+        width = wcwidth(ch)
+        if width == 0 or 0xD800 <= cp <= 0xDFFF or unicodedata.combining(ch):
+            continue
+        ranges = narrow if width == 1 else wide if width == 2 else None
+        if ranges is None:
+            continue
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+
+    def cls(ranges: list[tuple[int, int]]) -> str:
+        return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+    one = "\\x20-\\x7e" + cls(narrow)
+    return (re.compile(f"[{one}]*\\Z"), re.compile(f"[{one}{cls(wide)}]*\\Z"), re.compile(f"[{cls(wide)}]+"))
+
+
+_ALL_NARROW, _ALL_CELLS, _WIDE_RUN = _bmp_classes()
+
+
+def _with_data(attrs: Any, ch: str) -> Any:
+    """``attrs._replace(data=ch)`` at a fifth of the cost (a flood of distinct characters
+    makes one cell per character)."""
+    return tuple.__new__(type(attrs), (ch, *attrs[1:]))
+
+
+@lru_cache(maxsize=4096)
+def _cell_width(ch: str) -> int:
+    """Cells a character takes when drawn on its own (0 for a combining mark, -1 unprintable)."""
+    return 0 if _mark(ch) else wcwidth(ch)
 
 
 @lru_cache(maxsize=4096)
@@ -116,6 +195,73 @@ def _colon_sgr(params: str) -> str:
     return ";".join(out)
 
 
+class _Rows:
+    """pyte's row buffer (row index -> row) with an offset, so that a scroll of the whole
+    screen is one pop and an addition instead of renumbering every row: pyte's ``index``
+    moved all rows per line feed, O(rows) per byte of a ``yes`` flood (500 rows: ~1 s per
+    16 KiB). Missing rows are created by ``default_factory`` as in pyte's ``defaultdict``."""
+
+    __slots__ = ("_rows", "_off", "default_factory")
+
+    def __init__(self, default_factory: Callable[[], Any]) -> None:
+        self._rows: dict[int, Any] = {}
+        self._off = 0
+        self.default_factory = default_factory
+
+    def __getitem__(self, y: int) -> Any:
+        key = y + self._off
+        row = self._rows.get(key)
+        if row is None:
+            row = self._rows[key] = self.default_factory()
+        return row
+
+    def __setitem__(self, y: int, row: Any) -> None:
+        self._rows[y + self._off] = row
+
+    def __delitem__(self, y: int) -> None:
+        del self._rows[y + self._off]
+
+    def __contains__(self, y: object) -> bool:
+        return isinstance(y, int) and y + self._off in self._rows
+
+    def __iter__(self) -> Any:
+        off = self._off
+        return iter([key - off for key in self._rows])
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def pop(self, y: int, *default: Any) -> Any:
+        return self._rows.pop(y + self._off, *default)
+
+    def get(self, y: int, default: Any = None) -> Any:
+        return self._rows.get(y + self._off, default)
+
+    def keys(self) -> list[int]:
+        return list(self)
+
+    def values(self) -> Any:
+        return self._rows.values()
+
+    def items(self) -> list[tuple[int, Any]]:
+        off = self._off
+        return [(key - off, row) for key, row in self._rows.items()]
+
+    def clear(self) -> None:
+        self._rows.clear()
+        self._off = 0
+
+    def scroll(self, count: int, lines: int) -> None:
+        """The whole screen's content moves up ``count`` rows (down if negative)."""
+        if abs(count) >= lines:
+            self.clear()
+            return
+        gone = range(count) if count > 0 else range(lines + count, lines)
+        for y in gone:
+            self._rows.pop(y + self._off, None)
+        self._off += count
+
+
 class _PaneScreen(pyte.Screen):
     """pyte's screen with tolerant CSI handlers, an alternate screen and answered queries."""
 
@@ -123,8 +269,61 @@ class _PaneScreen(pyte.Screen):
         self._reply = reply
         self._saved_main: tuple[Any, ...] | None = None
         self._cells: dict[Any, dict[str, Any]] = {}  # (attributes) -> character -> shared cell
+        self._cached = 0  # cells in ``_cells``, bounded by CELL_CACHE
+        self.errors = 0  # handler exceptions contained (each lost one sequence)
         self._last_char = " "
+        #: Cells REP may still draw; refilled per byte fed (``allow``), capped at two screenfuls.
+        self.rep_allowance = 0
         super().__init__(columns, lines)
+        self.rep_allowance = self.rep_cap
+
+    def reset(self) -> None:
+        super().reset()
+        self.buffer = _Rows(lambda: StaticDefaultDict(self.default_char))  # type: ignore[assignment]
+        self.all_dirty = True
+
+    def mark_all_dirty(self) -> None:
+        """Every row must be redrawn (cheaper than adding each row to ``dirty`` per scroll)."""
+        self.all_dirty = True
+
+    def index(self) -> None:
+        """IND / line feed: at the bottom margin the content scrolls (O(1) for a full screen)."""
+        top, bottom = self._region()
+        if self.cursor.y == bottom:
+            if top == 0 and bottom == self.lines - 1:
+                self.buffer.scroll(1, self.lines)
+            else:
+                self._shift_rows(top, bottom, 1)
+            self.all_dirty = True
+        else:
+            self.cursor_down()
+
+    def reverse_index(self) -> None:
+        top, bottom = self._region()
+        if self.cursor.y == top:
+            if top == 0 and bottom == self.lines - 1:
+                self.buffer.scroll(-1, self.lines)
+            else:
+                self._shift_rows(top, bottom, -1)
+            self.all_dirty = True
+        else:
+            self.cursor_up()
+
+    def allow(self, nbytes: int) -> None:
+        """Credit REP with the bytes about to be fed: its work stays proportional to input."""
+        self.rep_allowance = min(self.rep_allowance + nbytes * REP_CELLS_PER_BYTE, self.rep_cap)
+
+    @property
+    def rep_cap(self) -> int:
+        return min(2 * self.columns * self.lines, REP_BURST)
+
+    def clamp_cursor(self) -> None:
+        """Put the cursor back on the screen (``x == columns`` is pyte's pending wrap)."""
+        c = self.cursor
+        if not 0 <= c.y < self.lines:
+            c.y = min(max(c.y, 0), self.lines - 1)
+        if not 0 <= c.x <= self.columns:
+            c.x = min(max(c.x, 0), self.columns)
 
     # -- queries -------------------------------------------------------------------------
     def write_process_input(self, data: str) -> None:
@@ -147,16 +346,129 @@ class _PaneScreen(pyte.Screen):
                 else:
                     super().draw(data)
             return
+        if _ALL_CELLS.match(data):  # the common case: nothing zero-width, nothing to measure
+            self._last_char = data[-1]
+            if (not self.charset and self.g0_charset is LAT1_MAP
+                    and pyte_modes.DECAWM in self.mode and pyte_modes.IRM not in self.mode):
+                if _ALL_NARROW.match(data):
+                    self._draw_plain(data)
+                else:
+                    self._draw_runs(data)
+            else:
+                super().draw(data)
+            return
         data = _drop_zero_width(data)
         if data:
             self._last_char = data[-1]
-            if (all(_narrow(ch) for ch in set(data)) and not self.charset and self.g0_charset is LAT1_MAP
+            if (not self.charset and self.g0_charset is LAT1_MAP
                     and pyte_modes.DECAWM in self.mode and pyte_modes.IRM not in self.mode):
-                self._draw_plain(data)
-                return
-            if self.cursor.x == 0 and self.cursor.y and unicodedata.combining(data[0]):
-                self.dirty.add(self.cursor.y - 1)  # a combining mark here joins the row above
-            super().draw(data)
+                widths = set(map(_cell_width, set(data)))
+                if widths == {1}:
+                    self._draw_plain(data)
+                    return
+                if widths <= {1, 2}:
+                    self._draw_cells(data)
+                    return
+            if any(_mark(ch) for ch in set(data)):
+                self._draw_marked(data)
+            else:
+                super().draw(data)
+
+    def _draw_marked(self, data: str) -> None:
+        """pyte's ``draw`` for text with combining marks, runs of marks joined here, capped."""
+        start = i = 0
+        n = len(data)
+        while i < n:
+            if not _mark(data[i]):
+                i += 1
+                continue
+            j = i + 1
+            while j < n and _mark(data[j]):
+                j += 1
+            if start < i:
+                self.draw(data[start:i])  # no marks in it: the fast paths apply
+            self._combine(data[i:j])
+            start = i = j
+        if start < n:
+            self.draw(data[start:])
+
+    def _combine(self, marks: str) -> None:
+        """Join ``marks`` to the cell before the cursor, keeping at most MAX_COMBINING."""
+        x, y = self.cursor.x, self.cursor.y
+        if x:
+            x -= 1
+        elif y:
+            x, y = self.columns - 1, y - 1  # a mark at the start of a row joins the row above
+        else:
+            return
+        line = self.buffer[y]
+        last = line[x]
+        if last.data == "" and x:  # the stub after a wide character
+            x -= 1
+            last = line[x]
+        room = MAX_COMBINING + 1 - len(last.data)
+        if room <= 0:
+            return
+        line[x] = last._replace(data=unicodedata.normalize("NFC", last.data + marks[:room]))
+        self.dirty.add(y)
+
+    def _shared_cells(self, attrs: Any) -> dict[str, Any]:
+        """The shared cells of ``attrs`` (character -> cell), within the CELL_CACHE bound."""
+        cells = self._cells.get(attrs)
+        if cells is None or self._cached > CELL_CACHE:
+            if self._cached > CELL_CACHE or len(self._cells) > 256:
+                self._cells.clear()
+                self._cached = 0
+            cells = self._cells[attrs] = {}
+        return cells
+
+    def _draw_runs(self, data: str) -> None:
+        """Text of one- and two-cell characters: one-cell runs take ``_draw_plain``."""
+        pos = 0
+        for m in _WIDE_RUN.finditer(data):
+            if m.start() > pos:
+                self._draw_plain(data[pos: m.start()])
+            self._draw_cells(m.group(), all_wide=True)
+            pos = m.end()
+        if pos < len(data):
+            self._draw_plain(data[pos:])
+
+    def _draw_cells(self, data: str, all_wide: bool = False) -> None:
+        """pyte's ``draw`` for one- and two-cell characters with autowrap on, with shared
+        cells: pyte made two namedtuples per wide character (CJK text fed at ~0.5 MB/s)."""
+        cursor = self.cursor
+        attrs = cursor.attrs
+        cells = self._shared_cells(attrs)
+        cols = self.columns
+        line = self.buffer[cursor.y]
+        x = cursor.x
+        for ch in data:
+            if x >= cols:
+                cursor.x = x
+                self.dirty.add(cursor.y)
+                self.carriage_return()
+                self.linefeed()
+                line = self.buffer[cursor.y]
+                x = cursor.x
+            cell = cells.get(ch)
+            if cell is None:
+                if self._cached > CELL_CACHE:
+                    cells = self._shared_cells(attrs)
+                cell = cells[ch] = _with_data(attrs, ch)
+                self._cached += 1
+            line[x] = cell
+            if all_wide or _cell_width(ch) == 2:
+                if x + 1 < cols:
+                    stub = cells.get("")
+                    if stub is None:
+                        stub = cells[""] = attrs._replace(data="")
+                        self._cached += 1
+                    line[x + 1] = stub
+                x = min(x + 2, cols)
+            else:
+                x += 1
+        cursor.x = x
+        self.dirty.add(cursor.y)
 
     def _draw_plain(self, data: str) -> None:
         """pyte's ``draw`` for one-cell characters with autowrap on, without a namedtuple
@@ -164,11 +476,7 @@ class _PaneScreen(pyte.Screen):
         about three times faster on the text agents print most."""
         cursor = self.cursor
         attrs = cursor.attrs
-        cells = self._cells.get(attrs)
-        if cells is None:
-            if len(self._cells) > 256:
-                self._cells.clear()
-            cells = self._cells[attrs] = {}
+        cells = self._shared_cells(attrs)
         cols = self.columns
         i, n = 0, len(data)
         while i < n:
@@ -179,8 +487,16 @@ class _PaneScreen(pyte.Screen):
             x = cursor.x
             take = min(cols - x, n - i)
             chunk = data[i: i + take]
-            for ch in set(chunk).difference(cells):
-                cells[ch] = attrs._replace(data=ch)
+            new = set(chunk).difference(cells)
+            if new:
+                if self._cached > CELL_CACHE:
+                    self._cells.clear()
+                    self._cached = 0
+                    cells = self._cells[attrs] = {}
+                    new = set(chunk)
+                self._cached += len(new)
+                for ch in new:
+                    cells[ch] = _with_data(attrs, ch)
             self.buffer[cursor.y].update(zip(range(x, x + take), map(cells.__getitem__, chunk)))
             cursor.x = x + take
             i += take
@@ -189,44 +505,168 @@ class _PaneScreen(pyte.Screen):
     def erase_in_line(self, how: int = 0, private: bool = False) -> None:
         if how not in (0, 1, 2):  # pyte indexes a 3-tuple with it
             return
-        y, x = self.cursor.y, self.cursor.x
+        y, x = self.cursor.y, min(self.cursor.x, self.columns)  # x == columns: pending wrap, as pyte
         self.dirty.add(y)
-        interval = range(x, self.columns) if how == 0 else range(x + 1) if how == 1 else range(self.columns)
-        self.buffer[y].update(dict.fromkeys(interval, self.cursor.attrs))
+        attrs = self.cursor.attrs
+        if how == 2:
+            self.buffer[y] = StaticDefaultDict(attrs)  # one row object, not a cell per column
+            return
+        interval = range(x, self.columns) if how == 0 else range(min(x + 1, self.columns))
+        row = self.buffer[y]
+        if attrs == row.default:
+            for col in [c for c in row if c in interval]:
+                del row[col]
+        else:
+            row.update(dict.fromkeys(interval, attrs))
 
-    def repeat_last(self, count: int = 1, *_: int) -> None:
-        """REP (``CSI n b``): xterm repeats the last graphic character."""
-        self.draw(self._last_char * max(1, min(count or 1, self.columns * self.lines)))
-
-    # -- scrolling -----------------------------------------------------------------------
-    def scroll_up(self, count: int = 1, *_: int) -> None:
-        """SU (``CSI n S``): content moves up inside the margins."""
-        top, bottom = (self.margins.top, self.margins.bottom) if self.margins else (0, self.lines - 1)
-        saved = (self.cursor.x, self.cursor.y)
-        for _n in range(max(1, min(count or 1, self.lines))):
-            self.cursor.y = bottom
-            self.index()
-        self.cursor.x, self.cursor.y = saved
-        self.dirty.update(range(top, bottom + 1))
-
-    def scroll_down(self, count: int = 1, *_: int) -> None:
-        """SD (``CSI n T``): content moves down inside the margins."""
-        top = self.margins.top if self.margins else 0
-        saved = (self.cursor.x, self.cursor.y)
-        for _n in range(max(1, min(count or 1, self.lines))):
-            self.cursor.y = top
-            self.reverse_index()
-        self.cursor.x, self.cursor.y = saved
+    def erase_characters(self, count: int | None = None) -> None:
+        x = min(self.cursor.x, self.columns)
+        self.dirty.add(self.cursor.y)
+        self.buffer[self.cursor.y].update(dict.fromkeys(range(x, min(x + (count or 1), self.columns)),
+                                                        self.cursor.attrs))
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how not in (0, 1, 2):
             return  # ED 3 erases only the scrollback (which a pane does not keep); others mean nothing
-        super().erase_in_display(how, *args, **kwargs)
+        attrs = self.cursor.attrs
+        self.all_dirty = True
+        if how == 2:  # every row blank in the erase attributes: one clear, rows made on demand
+            self.buffer.clear()
+            self.buffer.default_factory = (lambda: StaticDefaultDict(self.default_char)) \
+                if attrs == self.default_char else (lambda: StaticDefaultDict(attrs))
+            return
+        lo, hi = (self.cursor.y + 1, self.lines) if how == 0 else (0, self.cursor.y)
+        if attrs == self.default_char:  # only rows ever written exist: drop those
+            for y in [y for y in self.buffer if lo <= y < hi]:
+                del self.buffer[y]
+        else:  # a fresh row per line: an erase costs rows, not cells
+            for y in range(lo, hi):
+                self.buffer[y] = StaticDefaultDict(attrs)
+        self.erase_in_line(how)
 
+    def alignment_display(self) -> None:
+        """DECALN (``ESC # 8``, a screen test pattern): ignored, as it costs a write per cell
+        for three bytes and no program a pane runs uses it."""
+
+    def repeat_last(self, count: int = 1, *_: int) -> None:
+        """REP (``CSI n b``): xterm repeats the last graphic character (not a combining mark),
+        within the REP allowance (see ``allow``); without autowrap or with insert mode, at
+        most one row's worth changes anything visible."""
+        ch = self._last_char
+        if _mark(ch) or _breaks_pyte(ch):
+            return
+        n = min(count or 1, self.columns * self.lines, self.rep_allowance)
+        if pyte_modes.DECAWM not in self.mode or pyte_modes.IRM in self.mode or not _narrow(ch):
+            n = min(n, self.columns)
+        if n > 0:
+            self.rep_allowance -= n
+            self.draw(ch * n)
+
+    # -- scrolling -----------------------------------------------------------------------
+    def _shift_rows(self, top: int, bottom: int, count: int) -> None:
+        """Move rows ``top..bottom`` up by ``count`` (down if negative), blanks coming in:
+        one pass over the rows whatever the count, not a full scroll per line."""
+        buf = self.buffer
+        self.all_dirty = True
+        if top == 0 and bottom == self.lines - 1:
+            buf.scroll(count, self.lines)
+            return
+        rows = {y: buf.pop(y) for y in [y for y in buf if top <= y <= bottom]}
+        for y, row in rows.items():
+            to = y - count
+            if top <= to <= bottom:
+                buf[to] = row
+
+    def _region(self) -> tuple[int, int]:
+        if self.margins:
+            return self.margins.top, min(self.margins.bottom, self.lines - 1)
+        return 0, self.lines - 1
+
+    def scroll_up(self, count: int = 1, *_: int) -> None:
+        """SU (``CSI n S``): content moves up inside the margins."""
+        top, bottom = self._region()
+        self._shift_rows(top, bottom, max(1, min(count or 1, self.lines)))
+
+    def scroll_down(self, count: int = 1, *_: int) -> None:
+        """SD (``CSI n T``): content moves down inside the margins."""
+        top, bottom = self._region()
+        self._shift_rows(top, bottom, -max(1, min(count or 1, self.lines)))
+
+    def insert_lines(self, count: int | None = None) -> None:
+        top, bottom = self._region()
+        if top <= self.cursor.y <= bottom:
+            self._shift_rows(self.cursor.y, bottom, -max(1, min(count or 1, self.lines)))
+            self.carriage_return()
+
+    def delete_lines(self, count: int | None = None) -> None:
+        top, bottom = self._region()
+        if top <= self.cursor.y <= bottom:
+            self._shift_rows(self.cursor.y, bottom, max(1, min(count or 1, self.lines)))
+            self.carriage_return()
+
+    def insert_characters(self, count: int | None = None) -> None:
+        self._shift_cells(-max(1, min(count or 1, self.columns)))
+
+    def delete_characters(self, count: int | None = None) -> None:
+        self._shift_cells(max(1, min(count or 1, self.columns)))
+
+    def _shift_cells(self, count: int) -> None:
+        """ICH (negative) / DCH: cells right of the cursor move, blanks come in; one pass over
+        the row's written cells (pyte walked every column per call)."""
+        y, x = self.cursor.y, min(self.cursor.x, self.columns)
+        self.dirty.add(y)
+        row = self.buffer[y]
+        moved = {c: row.pop(c) for c in [c for c in row if c >= x]}
+        for c, cell in moved.items():
+            to = c - count
+            if x <= to < self.columns:
+                row[to] = cell
+
+    def cursor_to_line(self, line: int | None = None) -> None:
+        """VPA: pyte asserted on origin mode without margins (``CSI ?6h CSI 10d``)."""
+        self.cursor.y = (line or 1) - 1
+        if pyte_modes.DECOM in self.mode and self.margins is not None:
+            self.cursor.y += self.margins.top
+        self.ensure_vbounds()
+
+    def set_margins(self, top: int | None = None, bottom: int | None = None) -> None:
+        if top is not None and top > self.lines or bottom is not None and bottom > self.lines:
+            bottom = min(bottom or self.lines, self.lines)  # xterm clamps the bottom to the screen
+            top = min(top or 1, self.lines)
+        super().set_margins(top, bottom)
+
+    # -- size ----------------------------------------------------------------------------
+    def resize(self, lines: int | None = None, columns: int | None = None) -> None:
+        """Change the size as xterm does: rows below the cursor go first when shrinking, then
+        rows above it scroll off, so the cursor's row (a prompt) stays on screen."""
+        lines, columns = lines or self.lines, columns or self.columns
+        if lines == self.lines and columns == self.columns:
+            return
+        if lines < self.lines:
+            drop = max(0, self.cursor.y - (lines - 1))
+            if drop:
+                self.buffer.scroll(drop, self.lines)
+                self.cursor.y -= drop
+            for y in [y for y in self.buffer if y >= lines]:
+                del self.buffer[y]
+        if columns < self.columns:
+            for row in self.buffer.values():
+                for x in [x for x in row if x >= columns]:
+                    del row[x]
+        self.lines, self.columns = lines, columns
+        self.all_dirty = True
+        self.set_margins()
+        self.savepoints.clear()  # saved positions may lie outside the new size
+        self.rep_allowance = min(self.rep_allowance, self.rep_cap)
+        self.clamp_cursor()
 
     # -- alternate screen ----------------------------------------------------------------
     def set_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
+        if private:
+            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
+            if not modes:
+                return
         wanted = {m << 5 for m in modes} if private else set()
         if wanted & ALT_SCREEN_MODES and self._saved_main is None:
             if 1049 << 5 in wanted:
@@ -243,6 +683,10 @@ class _PaneScreen(pyte.Screen):
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
+        if private:
+            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
+            if not modes:
+                return
         wanted = {m << 5 for m in modes} if private else set()
         super().reset_mode(*modes, **kwargs)
         if wanted & ALT_SCREEN_MODES and self._saved_main is not None:
@@ -259,7 +703,7 @@ class _PaneScreen(pyte.Screen):
             self.margins = margins
             if 1049 << 5 in wanted:
                 self.restore_cursor()
-            self.dirty.update(range(self.lines))
+            self.all_dirty = True
 
     @property
     def alternate(self) -> bool:
@@ -283,7 +727,28 @@ def _tolerant(name: str) -> Callable[..., None]:
             params = params[:limit]
         if not takes_kwargs:
             kwargs = {}
-        method(self, *params, **kwargs)
+        try:
+            method(self, *params, **kwargs)
+        except Exception:  # one bad sequence is lost, never the rest of the chunk
+            self.errors += 1
+        self.clamp_cursor()
+
+    handler.__name__ = name
+    handler.__doc__ = method.__doc__
+    return handler
+
+
+def _guarded(name: str) -> Callable[..., None]:
+    """Wrap a pyte event handler so that an exception costs only its own sequence (pyte's
+    parser would drop the rest of the chunk) and the cursor stays on the screen."""
+    method = getattr(_PaneScreen, name)
+
+    def handler(self: _PaneScreen, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception:
+            self.errors += 1
+        self.clamp_cursor()
 
     handler.__name__ = name
     handler.__doc__ = method.__doc__
@@ -298,6 +763,8 @@ class _PaneStream(pyte.Stream):
 
 for _name in set(_PaneStream.csi.values()):
     setattr(_PaneScreen, _name, _tolerant(_name))
+for _name in (_PaneStream.events | {"reset"}) - set(_PaneStream.csi.values()) - {"debug"}:
+    setattr(_PaneScreen, _name, _guarded(_name))
 
 
 @dataclass(frozen=True)
@@ -326,7 +793,8 @@ class Screen:
         #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
         self.seq = 0
         self.title = ""
-        self.errors = 0
+        self._errors = 0
+        self._skip_csi = False  # inside a CSI dropped as garbage (longer than MAX_SEQUENCE)
         self._rows: list[str] | None = None  # lines() as of the last call; pyte's dirty rows are redone
 
     # -- input -----------------------------------------------------------------------------
@@ -338,10 +806,22 @@ class Screen:
         text = self._decoder.decode(data)
         self.feed_text(text)
 
+    @property
+    def errors(self) -> int:
+        """Sequences lost to an exception (contained: the rest of the chunk was still fed)."""
+        return self._errors + self._screen.errors
+
     def feed_text(self, text: str) -> None:
         """Feed already-decoded text (used by ``feed`` and by transcript replays)."""
+        self._screen.allow(len(text))
+        if _C1.search(text):
+            text = _C1.sub("", text)
         if self._carry:
             text, self._carry = self._carry + text, ""
+        if self._skip_csi:
+            end = _CSI_REST.match(text).end()
+            self._skip_csi = end == len(text) and not (end and "\x40" <= text[end - 1] <= "\x7e")
+            text = text[end:]
         if self._in_string is not None:
             text = self._skip_string(text)
         if not text:
@@ -350,6 +830,8 @@ class Screen:
             tail = _INCOMPLETE.search(text)
             if tail:
                 text, self._carry = text[: tail.start()], text[tail.start():]
+                if len(self._carry) > MAX_SEQUENCE:  # garbage: drop it, keep what follows it
+                    self._carry, self._skip_csi = "", True
             self._process(text)
         else:
             self._pyte(text)
@@ -358,8 +840,9 @@ class Screen:
         if text:
             try:
                 self._stream.feed(text)
-            except Exception:  # pragma: no cover - a pyte defect not yet contained
-                self.errors += 1
+            except Exception:  # pragma: no cover - a parser defect; handlers are guarded
+                self._errors += 1
+                self._screen.clamp_cursor()
 
     def _process(self, text: str) -> None:
         """Feed pyte in order, acting on the sequences it mishandles as they come.
@@ -375,6 +858,8 @@ class Screen:
             self._pyte(text[pos: m.start()])
             pos = m.end()
             kind = m.lastgroup
+            if kind == "csi_long":
+                continue  # garbage: dropped up to its final byte, the text after it is kept
             if kind == "csi_p_final":
                 self._private_csi(m["csi_prefix"], m["csi_p_params"], m["csi_p_inter"], m["csi_p_final"])
             elif kind == "csi_i_final":
@@ -459,7 +944,7 @@ class Screen:
             try:
                 self._reply_bytes(data.encode())
             except Exception:
-                self.errors += 1
+                self._errors += 1
 
     # -- output ----------------------------------------------------------------------------
     def lines(self) -> list[str]:
@@ -471,7 +956,7 @@ class Screen:
         """
         screen = self._screen
         buf = screen.buffer
-        if self._rows is None or len(self._rows) != self.rows:
+        if self._rows is None or len(self._rows) != self.rows or screen.all_dirty:
             self._rows = [""] * self.rows
             todo: Any = range(self.rows)
         else:
@@ -488,6 +973,7 @@ class Screen:
                 else:
                     rows[y] = ""
         screen.dirty.clear()
+        screen.all_dirty = False
         return list(rows)
 
     def text(self) -> str:
@@ -532,7 +1018,8 @@ class Screen:
     @property
     def cursor(self) -> Cursor:
         c = self._screen.cursor
-        return Cursor(row=c.y, col=c.x, hidden=c.hidden)
+        # pyte's x == columns (a pending wrap) is shown on the last column, as Ghostty does
+        return Cursor(row=min(max(c.y, 0), self.rows - 1), col=min(max(c.x, 0), self.cols - 1), hidden=c.hidden)
 
     @property
     def alternate(self) -> bool:

@@ -15,6 +15,8 @@ panewatch[fast]``); ``backends.py`` decides which class a session gets.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +27,7 @@ from pyghostty.core import init_sized
 from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
 from wcwidth import wcwidth
 
-from .screen import Cursor
+from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor
 
 #: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
 _DA1_LEVEL, _DA1_FEATURES = 64, (1, 2, 6, 9, 15, 18, 21, 22)
@@ -86,6 +88,35 @@ def _colour(colour: Any) -> str:
     return ""
 
 
+def _mark_runs() -> re.Pattern[str]:
+    """Runs of more than ``MAX_COMBINING`` combining marks (canonical combining class > 0)."""
+    ranges: list[str] = []
+    start = prev = -2
+    for cp in [*range(0x300, 0x20000), -1]:
+        if cp >= 0 and unicodedata.combining(chr(cp)):
+            if cp != prev + 1:
+                start = cp
+            prev = cp
+            continue
+        if start >= 0 and prev == cp - 1 or cp == -1 and start >= 0:
+            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(prev))}")
+            start = -2
+    return re.compile(f"[{''.join(ranges)}]{{{MAX_COMBINING + 1},}}")
+
+
+#: REP (``CSI n b``): Ghostty draws every repetition, so a 7-byte ``CSI 9999 b`` costs 9999
+#: cells; counts are clamped to the same allowance ``screen.Screen`` gives REP.
+_REP = re.compile(rb"\x1b\[([0-9]+)((?:;[0-9]*)*)b")
+
+#: Ghostty bounds a grapheme itself, but far above what a terminal shows: rows are trimmed to
+#: the same ``MAX_COMBINING`` marks per cell as ``screen.Screen`` keeps.
+_MARK_RUN = _mark_runs()
+
+
+def _cap_marks(row: str) -> str:
+    return _MARK_RUN.sub(lambda m: m.group()[:MAX_COMBINING], row)
+
+
 class GhosttyScreen:
     """What a terminal of ``rows`` x ``cols`` shows after the bytes fed so far (libghostty-vt).
 
@@ -126,6 +157,7 @@ class GhosttyScreen:
         #: Bumped by every feed or resize: the sweep skips screens whose ``seq`` did not move.
         self.seq = 0
         self.errors = 0
+        self._rep_allowance = min(2 * rows * cols, REP_BURST)
 
     # -- input -----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -133,10 +165,21 @@ class GhosttyScreen:
         if not data:
             return
         self.seq += 1
+        cap = min(2 * self.rows * self.cols, REP_BURST)
+        self._rep_allowance = min(self._rep_allowance + len(data) * REP_CELLS_PER_BYTE, cap)
+        if b"b" in data and b"\x1b[" in data:
+            data = _REP.sub(self._clamp_rep, data)
         try:
             self._term.feed(data)
         except Exception:  # an exception from the reply sink surfaces here
             self.errors += 1
+
+    def _clamp_rep(self, m: re.Match[bytes]) -> bytes:
+        digits = m[1]
+        count = int(digits) if len(digits) < 10 else 1 << 32
+        n = min(max(count, 1), self.rows * self.cols, self._rep_allowance)
+        self._rep_allowance -= n
+        return b"\x1b[%db" % n if n else b""
 
     def feed_text(self, text: str) -> None:
         """Feed already-decoded text (transcript replays)."""
@@ -155,6 +198,7 @@ class GhosttyScreen:
         if self._lines is None or self._lines_seq != self.seq:
             rows = self._visible_text().split("\n")
             rows = [row.rstrip() for row in rows[: self.rows]]
+            rows = [row if row.isascii() else _cap_marks(row) for row in rows]
             rows.extend([""] * (self.rows - len(rows)))
             self._lines, self._lines_seq = rows, self.seq
         return list(self._lines)
@@ -257,4 +301,5 @@ class GhosttyScreen:
         """Change the size (Ghostty reflows soft-wrapped rows, as it does on screen)."""
         self.seq += 1
         self.rows, self.cols = rows, cols
+        self._rep_allowance = min(self._rep_allowance, 2 * rows * cols, REP_BURST)
         self._term.resize(cols, rows, _CELL_W, _CELL_H)

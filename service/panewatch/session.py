@@ -78,8 +78,9 @@ class Session:
         fg = pane.fg.program
         return {
             "id": self.id,
+            "kind": "acp" if self.host == "acp" else "terminal",  # how it is read: protocol or screen
             "name": self.name,
-            "agent": pane.manifest_agent or pane.agent,
+            "agent": pane.manifest_agent or pane.agent or (self.spec.agent if self.host == "acp" else None),
             "launched_agent": pane.agent,
             "command": self.argv,
             "cwd": self.cwd,
@@ -91,7 +92,7 @@ class Session:
             "foreground": fg.name if fg else None,
             "foreground_pid": pane.fg.pgid,
             "exit_code": pane.exit_code,
-            "error": self.error,
+            "error": self.error or getattr(self.handle, "error", None),  # ACP: the agent's last fault
             "rows": pane.screen.rows,
             "cols": pane.screen.cols,
             "title": pane.screen.title,

@@ -32,7 +32,8 @@ class Source(StrEnum):
     process = "process"  # the shell is back in the foreground
     exit = "exit"  # the process exited (or the host lost it)
     start = "start"  # launched, not read yet
-    host = "host"  # an exact state from the host itself (ACP)
+    host = "host"  # an exact state from the host itself
+    acp = "acp"  # an exact state from the Agent Client Protocol (ACP sessions)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import acp_sessions
 from .manifest import ManifestStore
 from .prompts import read_prompt
 from .session import Session
@@ -16,6 +17,8 @@ def prompt_view(session: Session, store: ManifestStore, lines: list[str]) -> dic
     decision = pane.decision
     if decision.state != State.blocked:
         return None
+    if session.host == "acp":
+        return acp_sessions.prompt(session)
     rule = decision.rule if decision.source == Source.screen else pane.verdict.rule
     manifest = pane.manifest(store)
     screen = pane.screen
@@ -46,6 +49,12 @@ def screen_view(session: Session, store: ManifestStore, *, styles: bool = False)
 def explain_view(session: Session, decision: Decision, store: ManifestStore, now: float) -> dict[str, Any]:
     """``GET /api/sessions/{id}/explain``: every rule against the screen, and the other signals."""
     pane = session.pane
+    if session.host == "acp":  # no rules were read: the protocol said it
+        return {"agent": session.spec.agent, "manifest_version": None, "screen_verdict": None,
+                "decision": {**decision.as_dict(), "event": decision.event, "program": decision.program,
+                             "exit_code": decision.exit_code, "since": decision.since},
+                "signals": {"acp": "the state is the Agent Client Protocol's own; no screen rule is read"},
+                "rules": [], "rows": pane.screen.lines()}
     manifest = pane.manifest(store)
     lines = pane.screen.lines()
     traces = manifest.explain(lines, pane.screen.title, pane.screen.cursor.row) if manifest else []

@@ -14,7 +14,7 @@ from ..hosting import Hosting
 from ..keeper import Keeper
 from ..manifest import ManifestStore
 from ..wiring import build_engine
-from . import errors, routes_report, routes_service, routes_sessions, routes_ws
+from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_ws
 from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
@@ -44,6 +44,6 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     app.state.engine = engine
     app.state.settings = settings
     errors.install(app)
-    for module in (routes_service, routes_sessions, routes_report, routes_ws):
+    for module in (routes_service, routes_sessions, routes_acp, routes_report, routes_ws):
         app.include_router(module.router)
     return app

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    agent: str | None = Field(None, description="manifest name; gives the launch command when `command` is absent")
+    kind: Literal["terminal", "acp"] = Field("terminal", description="terminal: an agent read from its screen; "
+                                             "acp: an agent speaking the Agent Client Protocol on stdio")
+    agent: str | None = Field(None, description="manifest name (terminal) or ACP agent name (acp); gives the launch "
+                              "command when `command` is absent")
     command: list[str] | None = Field(None, min_length=1, description="argv; wins over the agent's command")
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -20,6 +25,8 @@ class NewSession(BaseModel):
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:
+        if self.kind == "acp" and self.host not in (None, "acp"):
+            raise ValueError("an ACP session runs on the acp host; leave host out")
         if not self.agent and not self.command:
             raise ValueError("give an agent, a command, or both")
         return self
@@ -33,7 +40,10 @@ class SendBody(BaseModel):
 
 class AnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    option: int | None = Field(None, ge=1, le=99)
+    option: Annotated[int, Field(ge=1, le=99)] | Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="a prompt's option number; for an ACP session also the permission's optionId")
+    request: str | None = Field(None, max_length=64, description="ACP: the permission request this answer is "
+                                "for (409 if it is no longer pending)")
     keys: str | None = Field(None, min_length=1, max_length=1000)
     confirm: bool = Field(False, description="must be true: the user confirmed this answer")
 

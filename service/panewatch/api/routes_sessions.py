@@ -26,7 +26,7 @@ async def agents(engine: E) -> dict[str, Any]:
 async def create_session(body: NewSession, engine: E) -> dict[str, Any]:
     return engine.create(SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
                                      rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
-                                     host=body.host))
+                                     host="acp" if body.kind == "acp" else body.host))
 
 
 @router.get("/api/sessions", tags=["sessions"])
@@ -73,7 +73,7 @@ async def send(sid: str, body: SendBody, engine: E) -> dict[str, Any]:
 @router.post("/api/sessions/{sid}/answer", tags=["writes"],
              responses={409: {"description": "the pane is not blocked now"}})
 async def answer(sid: str, body: AnswerBody, engine: E) -> dict[str, Any]:
-    result = await engine.answer(sid, option=body.option, keys=body.keys)
+    result = await engine.answer(sid, option=body.option, keys=body.keys, request=body.request)
     return {"took": result.took, "state": result.state, "rule": result.rule, "waited_s": result.waited}
 
 

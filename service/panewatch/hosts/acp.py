@@ -1,0 +1,173 @@
+"""The ACP pane host: agents that speak the Agent Client Protocol over stdio.
+
+Such an agent has no terminal. Its state comes from the protocol (``PaneSink.on_status`` with
+the exact state and the protocol detail as the why), and its conversation is drawn as plain
+text into the pane's screen (``on_output``) so that every screen client — ``/screen``, the
+terminal view, the recordings — shows something readable. Input is structured: prompts,
+answers naming an ``optionId``, cancel; raw bytes are refused (``write``), because keystrokes
+mean nothing to an ACP agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal as signals
+from typing import Any
+
+from ..acp import AcpClient, AcpError, Timeouts
+from ..acp.conversation import PendingPermission
+from ..acp.stdio import StdioSpawnError
+from .base import LaunchSpec, PaneSink, SpawnError, WriteRefused
+
+#: Redraws of the conversation are coalesced: at most one per this many seconds (a reply
+#: streamed in 500 chunks is not 500 repaints); a state change redraws at once.
+REDRAW_S = 0.05
+
+
+class AcpHandle:
+    """One ACP agent as the engine sees it: a PaneHandle plus prompt/answer/cancel."""
+
+    def __init__(self, spec: LaunchSpec, sink: PaneSink, timeouts: Timeouts, host: AcpHost | None = None) -> None:
+        self._sink = sink
+        self._host = host
+        self.rows, self.cols = spec.rows, spec.cols
+        self._redraw: asyncio.TimerHandle | None = None
+        self._drawn: list[str] | None = None
+        try:
+            self.client = AcpClient(spec.argv, cwd=spec.cwd, env=spec.env, listener=self, timeouts=timeouts)
+        except StdioSpawnError as exc:
+            raise SpawnError(str(exc)) from None
+
+    # -- Listener (from the client) -----------------------------------------------------
+    def on_state(self, state: str, why: str) -> None:
+        self._draw_now()
+        self._sink.on_status(state, why)
+
+    def on_change(self) -> None:
+        if self._redraw is None:
+            self._redraw = asyncio.get_running_loop().call_later(REDRAW_S, self._draw_now)
+
+    def on_exit(self, code: int | None, reason: str) -> None:
+        self._draw_now()
+        self._sink.on_exit(code, reason)
+
+    def _draw_now(self) -> None:
+        if self._redraw is not None:
+            self._redraw.cancel()
+            self._redraw = None
+        lines = self.client.conversation.render(self.cols)[-self.rows:]
+        if lines == self._drawn:
+            return
+        self._drawn = lines
+        # home, clear, the last screenful of the conversation (no alternate screen: plain text)
+        body = "\r\n".join(lines)
+        self._sink.on_output(b"\x1b[H\x1b[2J" + body.encode("utf-8", "replace"))
+
+    # -- structured input ----------------------------------------------------------------
+    def prompt(self, text: str) -> None:
+        self.client.prompt(text)
+
+    def answer(self, option_id: str, request: str | None = None) -> tuple[PendingPermission, dict[str, str]]:
+        return self.client.answer(option_id, request)
+
+    def cancel(self) -> None:
+        self.client.cancel()
+
+    def pending(self) -> PendingPermission | None:
+        return self.client.pending()
+
+    def conversation(self) -> dict[str, Any]:
+        return {**self.client.conversation.as_dict(), **self.client.info(),
+                "state": self.client.state, "why": self.client.why}
+
+    @property
+    def error(self) -> str | None:
+        """The agent's last protocol fault or failure (shown as the session's ``error``)."""
+        return self.client.error
+
+    # -- PaneHandle -----------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.client.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.client.alive
+
+    @property
+    def ref(self) -> str:
+        return str(self.client.pid)
+
+    @property
+    def answers_queries(self) -> bool:
+        return True  # nothing reads terminal queries here: never write answers into the protocol
+
+    def write(self, data: bytes) -> None:
+        raise WriteRefused("an ACP agent takes prompts, answers and cancel, not keystrokes "
+                           "(use /send, /answer with an option id, /cancel)")
+
+    def resize(self, rows: int, cols: int) -> None:
+        self.rows, self.cols = rows, cols
+        self._drawn = None
+        self._draw_now()
+
+    def signal(self, sig: int) -> None:
+        if sig == signals.SIGINT and self.client.alive:
+            try:
+                self.client.cancel()  # Ctrl-C means "stop this turn", as in a terminal
+                return
+            except AcpError:
+                pass
+        self.client.child.signal(sig)  # type: ignore[attr-defined]
+
+    def foreground_pgid(self) -> int | None:
+        return None
+
+    def pause_reading(self) -> None:
+        """Never paused: protocol messages must keep flowing (the conversation is bounded)."""
+
+    def resume_reading(self) -> None:
+        pass
+
+    async def terminate(self, grace: float = 2.0) -> int | None:
+        return await self.client.terminate(grace)
+
+    def close(self) -> None:
+        if self._redraw is not None:
+            self._redraw.cancel()
+            self._redraw = None
+        self.client.close()
+        if self._host is not None:
+            self._host.handles.discard(self)
+
+
+class AcpHost:
+    """Hosts ACP agents as children on pipes; they die with the server (nothing to adopt)."""
+
+    kind = "acp"
+    survives_restart = False
+
+    def __init__(self, timeouts: Timeouts = Timeouts()) -> None:
+        self.timeouts = timeouts
+        self.handles: set[AcpHandle] = set()
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(h.terminate(1.0) for h in list(self.handles) if h.alive), return_exceptions=True)
+        for h in list(self.handles):
+            h.close()
+        self.handles.clear()
+
+    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> AcpHandle:
+        timeouts = self.timeouts
+        if "init_timeout" in spec.extra:
+            timeouts = Timeouts(initialize=float(spec.extra["init_timeout"]), new_session=timeouts.new_session,
+                                cancel=timeouts.cancel)
+        handle = AcpHandle(spec, sink, timeouts, self)
+        self.handles.add(handle)
+        return handle
+
+    async def adopt(self, ref: str, session: str, sink: PaneSink) -> AcpHandle | None:
+        return None

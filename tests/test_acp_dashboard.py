@@ -1,0 +1,163 @@
+"""An ACP session's card in a real browser (Debian's Chromium) against a real server: the
+conversation (messages, tool calls with status, the plan), the permission request as one
+button per option, answered only after an inline confirmation, and "Cancel turn"."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Server, free_port
+from live import wait_listening
+from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
+
+if not Path(CHROMIUM).is_file():
+    pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
+                allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
+expect = sync_api.expect
+expect.set_options(timeout=10_000)
+
+AGENT = str(Path(__file__).with_name("acp_agent.py"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = Server("acp-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def page(server: Server) -> Iterator[object]:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server.url}/?token={server.token}")
+        expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+        yield page
+        browser.close()
+        server.delete_all()
+        assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+def send(server: Server, sid: str, text: str) -> None:
+    with server.client() as c:
+        r = c.post(f"/api/sessions/{sid}/send", json={"text": text})
+    assert r.status_code == 200, r.text
+
+
+def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
+    sid = server.create([sys.executable, AGENT], name="acp-scripted", agent=None, kind="acp", cwd=str(tmp_path))["id"]
+    card = page.locator(f'#cards > .card[data-id="{sid}"]')
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    expect(card.locator(".acp-log")).to_contain_text("connected to Scripted agent 1.0")
+    expect(card.locator(".screen")).to_have_count(0)  # the conversation replaces the screen
+
+    card.locator(".send-text").fill("perm")
+    card.locator(".send-button").click()
+    expect(card.locator(".badge-state")).to_have_text("blocked")
+    expect(card.locator(".badge")).to_have_attribute("title", "source: acp · rule: session/request_permission\n"
+                                                              "session/request_permission: touch marker.txt (execute) "
+                                                              "— options: Allow [allow], Always allow [allow-always], "
+                                                              "Reject [reject]")
+    perm = card.locator(".acp-permission")
+    expect(perm).to_be_visible()
+    expect(perm.locator(".acp-perm-title")).to_have_text("touch marker.txt (execute)")
+    expect(perm.locator(".acp-perm-detail")).to_have_text("touch marker.txt")
+    buttons = perm.locator(".options button")
+    expect(buttons).to_have_text(["Allow", "Always allow", "Reject"])
+    expect(card.locator(".prompt:not(.acp-permission)")).to_be_hidden()  # no screen-parsed prompt
+    expect(card.locator(".acp-tool")).to_contain_text("touch marker.txt")
+    expect(card.locator(".acp-tool")).to_have_attribute("data-status", "pending")
+    expect(card.locator(".send-text")).to_be_disabled()
+
+    # a click only asks; Cancel sends nothing
+    buttons.filter(has_text="Reject").click()
+    confirm = card.locator(".acp .confirm")
+    expect(confirm.locator(".confirm-text")).to_have_text("Answer “Reject” to touch marker.txt in acp-scripted?")
+    confirm.get_by_role("button", name="Cancel").click()
+    expect(confirm).to_be_hidden()
+    expect(card.locator(".badge-state")).to_have_text("blocked")
+
+    buttons.filter(has_text="Always allow").click()
+    expect(confirm).to_be_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-acp-permission.png"), full_page=True)
+    confirm.get_by_role("button", name="Confirm").click()
+    expect(card.locator(".acp-result")).to_have_text(
+        re.compile(r"^✓ Answered “Always allow”; now (working|idle)\.$"))
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    expect(perm).to_be_hidden()
+    expect(card.locator(".acp-tool")).to_have_attribute("data-status", "completed")
+    expect(card.locator(".acp-tool .acp-tool-text")).to_have_text("created marker.txt")
+    expect(card.locator(".acp-agent").last).to_have_text("Agent: Done.")
+    expect(card.locator(".acp-note").last).to_have_text("stopReason end_turn")
+    assert (tmp_path / "marker.txt").read_text() == "ran\n"
+
+    # the plan, and thoughts
+    send(server, sid, "plan")
+    plan = card.locator(".acp-plan")
+    expect(plan).to_be_visible()
+    expect(plan.locator("li")).to_have_text(["● Read the code (completed)", "◐ Write the fix (in_progress)"])
+    expect(card.locator(".acp-thought")).to_contain_text("Thinking about a plan.")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-acp-conversation.png"), full_page=True)
+
+
+def test_cancel_turn_from_the_card(page, server: Server, tmp_path: Path) -> None:
+    sid = server.create([sys.executable, AGENT], name="acp-slow", agent=None, kind="acp", cwd=str(tmp_path))["id"]
+    card = page.locator(f'#cards > .card[data-id="{sid}"]')
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    expect(card.locator(".acp-cancel")).to_be_hidden()
+    send(server, sid, "slow")
+    expect(card.locator(".badge-state")).to_have_text("working")
+    card.locator(".acp-cancel").click()
+    expect(card.locator(".badge-state")).to_have_text("idle")
+    expect(card.locator(".acp-note").last).to_have_text("stopReason cancelled")
+    expect(card.locator(".acp-cancel")).to_be_hidden()
+
+
+@pytest.mark.slow
+def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
+    """The same, with the real Claude ACP adapter on the lab's mock API."""
+    adapter = find_adapter()
+    if adapter is None:
+        pytest.skip(f"the ACP adapter is not installed (npm install --prefix .lab-npm {PACKAGE}@{PINNED_VERSION})")
+    port, log = free_port(), tmp_path / "mock.jsonl"
+    mock = subprocess.Popen([sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp",
+                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_listening(port, mock, "mock API")
+        project = tmp_path / "project"
+        project.mkdir()
+        env = adapter_env(tmp_path / "home", f"http://127.0.0.1:{port}", "sk-ant-api03-lab-0123456789abcdefghijklmn")
+        sid = server.create([adapter], name="claude-acp", agent="claude", kind="acp", cwd=str(project), env=env)["id"]
+        card = page.locator(f'#cards > .card[data-id="{sid}"]')
+        expect(card.locator(".badge-state")).to_have_text("idle", timeout=90_000)
+        card.locator(".send-text").fill("acp:bash")
+        card.locator(".send-button").click()
+        expect(card.locator(".badge-state")).to_have_text("blocked", timeout=60_000)
+        buttons = card.locator(".acp-permission .options button")
+        expect(buttons).to_have_text(["Always Allow", "Allow", "Reject"])
+        expect(card.locator(".acp-perm-title")).to_contain_text("echo panewatch-acp-$((6*7))")
+        buttons.filter(has_text=re.compile(r"^Allow$")).click()
+        card.locator(".acp .confirm").get_by_role("button", name="Confirm").click()
+        expect(card.locator(".badge-state")).to_have_text("idle", timeout=60_000)
+        expect(card.locator(".acp-tool").last).to_have_attribute("data-status", "completed")
+        expect(card.locator(".acp-agent").last).to_have_text("Agent: The command printed the answer.")
+        expect(card.locator(".acp-tool-text").last).to_have_text("panewatch-acp-42")  # its output, unfenced
+        assert (project / "acp-ran.txt").read_text().strip() == "panewatch-acp-42"
+        page.screenshot(path=str(ARTIFACTS / "dashboard-acp-claude.png"), full_page=True)
+    finally:
+        mock.terminate()
+        mock.wait(10)

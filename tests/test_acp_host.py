@@ -1,0 +1,129 @@
+"""The ACP host through the pane-host seam: exact states to ``on_status``, the conversation
+drawn as text to ``on_output``, keystrokes refused, exit with code and reason."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import pyte
+import pytest
+
+from panewatch.hosts.acp import AcpHost
+from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
+
+AGENT = str(Path(__file__).with_name("acp_agent.py"))
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.statuses: list[tuple[str, str]] = []
+        self.exits: list[tuple[int | None, str]] = []
+        self.screen = pyte.Screen(80, 12)
+        self.stream = pyte.ByteStream(self.screen)
+        self.moved = asyncio.Event()
+
+    def on_output(self, data: bytes) -> None:
+        self.stream.feed(data)
+
+    def on_exit(self, code: int | None, reason: str) -> None:
+        self.exits.append((code, reason))
+        self.moved.set()
+
+    def on_status(self, state: str, detail: str) -> None:
+        self.statuses.append((state, detail))
+        self.moved.set()
+
+    async def until(self, state: str, timeout: float = 10) -> str:
+        async def wait() -> str:
+            while True:
+                if state == "exited" and self.exits:
+                    return self.exits[-1][1]
+                if self.statuses and self.statuses[-1][0] == state:
+                    return self.statuses[-1][1]
+                self.moved.clear()
+                await self.moved.wait()
+        return await asyncio.wait_for(wait(), timeout)
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen.display)
+
+
+def spec(tmp_path: Path, *argv: str) -> LaunchSpec:
+    return LaunchSpec("s1", (sys.executable, AGENT, *argv), str(tmp_path), {"PATH": "/usr/bin:/bin"}, 12, 80)
+
+
+@pytest.fixture
+async def host():
+    h = AcpHost()
+    await h.start()
+    yield h
+    await h.stop()
+
+
+async def test_the_host_and_handle_fit_the_seam(host, tmp_path):
+    assert isinstance(host, PaneHost) and host.kind == "acp" and not host.survives_restart
+    sink = Sink()
+    handle = host.spawn(spec(tmp_path), sink)
+    assert isinstance(handle, PaneHandle)
+    assert handle.answers_queries and handle.foreground_pgid() is None and handle.ref == str(handle.pid)
+    assert await host.adopt("123", "s1", sink) is None
+    await sink.until("idle")
+    with pytest.raises(WriteRefused, match="prompts, answers and cancel"):
+        handle.write(b"hello\r")
+
+
+async def test_states_and_the_drawn_conversation(host, tmp_path):
+    sink = Sink()
+    handle = host.spawn(spec(tmp_path), sink)
+    await sink.until("idle")
+    handle.prompt("perm")
+    why = await sink.until("blocked")
+    assert why.startswith("session/request_permission: touch marker.txt (execute)")
+    text = sink.text()  # drawn before the state went out
+    assert "? Permission: touch marker.txt (execute)" in text and "[allow] Allow (allow_once)" in text
+    handle.answer("allow")
+    await sink.until("idle")
+    await asyncio.sleep(0.1)
+    assert "✓ touch marker.txt [execute, completed]" in sink.text()
+    assert [s for s, _ in sink.statuses] == ["idle", "working", "blocked", "working", "idle"]
+    handle.resize(20, 100)
+    assert "-- stopReason end_turn" in sink.text()
+
+
+async def test_ctrl_c_cancels_the_turn(host, tmp_path):
+    sink = Sink()
+    handle = host.spawn(spec(tmp_path), sink)
+    await sink.until("idle")
+    handle.prompt("slow")
+    handle.signal(signal.SIGINT)
+    assert await sink.until("idle") == "stopReason cancelled"
+
+
+async def test_exit_reports_code_and_reason(host, tmp_path):
+    sink = Sink()
+    handle = host.spawn(spec(tmp_path), sink)
+    await sink.until("idle")
+    handle.prompt("crash")
+    reason = await sink.until("exited")
+    assert sink.exits == [(3, reason)] and "the model exploded" in reason
+    assert not handle.alive
+    handle.close()
+    assert handle not in host.handles
+
+
+async def test_a_command_that_cannot_start(host, tmp_path):
+    with pytest.raises(SpawnError, match="cannot start"):
+        host.spawn(LaunchSpec("s2", ("/nonexistent/agent",), str(tmp_path), {}, 12, 80), Sink())
+
+
+async def test_stop_ends_every_agent(tmp_path):
+    host = AcpHost()
+    sinks = [Sink() for _ in range(2)]
+    handles = [host.spawn(spec(tmp_path), s) for s in sinks]
+    for s in sinks:
+        await s.until("idle")
+    await host.stop()
+    assert all(not h.alive for h in handles)
