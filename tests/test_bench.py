@@ -51,6 +51,12 @@ def test_quick_bench_prints_every_figure(tmp_path):
     for row in figures["flood"]:
         assert row["flood"]["emulated_per_s"] > 0  # the flood pane really was emulated
         assert math.isfinite(row["flood"]["api_p99"])
+    assert "## Cluster" in text and "nodes followed" in text
+    cluster = figures["cluster"]
+    assert cluster["latency"]["matched"] >= 1, cluster  # a state change seen on both nodes
+    assert [row["peers"] for row in cluster["follower"]][0] == 0  # the no-peer baseline comes first
+    assert all(row["cpu"] > 0 and row["sessions"] >= 0 for row in cluster["follower"])
+    assert cluster["follower"][-1]["sessions"] > cluster["follower"][0]["sessions"]  # the peers' sessions listed
     engines = {r["engine"] for r in figures["throughput"]}
     assert {"pyte (bare)", "pyte + wrapper"} <= engines
     assert all(r["mb_per_s"] > 0 for r in figures["throughput"])

@@ -65,7 +65,8 @@ def test_broken_override_manifest_is_reported_and_bundled_one_used(captures, tmp
                                            'state = "blocked"\nwhy = "w"\nany = ["("]\n')
     r = run("classify", "--manifests", str(overrides), str(captures / "blocked.raw"))
     assert r.returncode == 0
-    assert "claude.toml:3: rule 1" in r.stderr and "not a valid regex" in r.stderr
+    # the line of the pattern itself (7), inside rule 1 (which starts on line 3)
+    assert "claude.toml:7: rule 1" in r.stderr and "not a valid regex" in r.stderr
     assert r.stdout.split()[1] == "blocked"
 
 

@@ -116,6 +116,25 @@ def test_compose_facts():
     assert "/healthz" in " ".join(svc["healthcheck"]["test"])
 
 
+def test_compose_cluster_profile():
+    """`--profile cluster`: a NATS server with the shipped permissions, two nodes joined to it."""
+    doc = yaml.safe_load(COMPOSE.read_text())
+    nats = doc["services"]["nats"]
+    assert nats["profiles"] == ["cluster"]
+    assert "./docker/nats/cluster.conf:/etc/nats/cluster.conf:ro" in nats["volumes"]
+    assert (ROOT / "docker" / "nats" / "cluster.conf").is_file()
+    names = set()
+    for key in ("node-a", "node-b"):
+        node = doc["services"][key]
+        assert node["profiles"] == ["cluster"] and node["depends_on"] == ["nats"]
+        env = node["environment"]
+        names.add(env["PANEWATCH_NODE"])
+        assert env["PANEWATCH_CLUSTER_URL"].startswith(f"nats://{env['PANEWATCH_NODE']}:${{NATS_")
+        assert env["PANEWATCH_CLUSTER_URL"].endswith("@nats:4222")
+    assert names == {"a", "b"}
+    assert "profiles" not in doc["services"]["panewatch"]  # the single server still starts by default
+
+
 def test_dockerfile_facts():
     ins = instructions()
     kinds = [k for k, _ in ins]
@@ -136,7 +155,7 @@ def test_dockerfile_facts():
 
 def pip_install(text: str) -> list[str]:
     """Every ``pip install`` of the repository itself (``.``) in a text, with its options."""
-    return re.findall(r"\bpip install((?: -{1,2}[\w-]+)*) \.(?=\s|$|`)", text)
+    return re.findall(r"\bpip install((?: -{1,2}[\w-]+)*) '?\.(?:\[[\w,-]+\])?'?(?=\s|$|`)", text)
 
 
 def test_image_installs_the_package_as_the_readme_does():

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
         "pyte", description="screen emulator: pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
+    cluster_url: str | None = Field(
+        None, description="NATS server to join (nats://host:4222): one view over many nodes; needs `panewatch[cluster]`")
+    node: str | None = Field(None, description="this node's name in the cluster (default: the host name)")
+    cluster_creds: Path | None = Field(None, description="NATS credentials file (.creds) of this node")
+    cluster_tls_ca: Path | None = Field(None, description="CA bundle that signs the NATS server's certificate")
+    cluster_tls_cert: Path | None = Field(None, description="client certificate for NATS (mutual TLS)")
+    cluster_tls_key: Path | None = Field(None, description="key of the client certificate")
     config: Path | None = Field(None, description="TOML file with any of these options")
 
     @field_validator("manifests", "transcripts", "state_dir")
@@ -92,6 +99,9 @@ class ConfigError(ValueError):
     """A configuration that cannot be used, said in one line naming the option and its origin."""
 
 
+#: Shorter flags the issue tracker and the README use for some options.
+ALIASES: dict[str, tuple[str, ...]] = {"cluster_url": ("--cluster",)}
+
 #: Options whose values are never repeated back in an error message.
 SECRET_FIELDS = frozenset({"token"})
 
@@ -133,7 +143,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["metavar"] = "FILE" if name == "config" else "DIR"
         else:
             kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
-        parser.add_argument(flag_name(name), **kwargs)
+        aliases = ALIASES.get(name, ())
+        parser.add_argument(flag_name(name), *aliases, **kwargs)
 
 
 def flags_from_namespace(args: argparse.Namespace) -> dict[str, Any]:

@@ -97,6 +97,8 @@ class Engine:
         self.keeper = keeper  # the session registry: written from events, restored at start
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        #: put before every new session id (a cluster node's name), so ids are unique across nodes
+        self.id_prefix = ""
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -162,9 +164,9 @@ class Engine:
         _check_size(spec.rows, spec.cols)
         host = self._host(spec.host)
         panes = self.panes
-        sid = secrets.token_hex(4)
+        sid = self.id_prefix + secrets.token_hex(4)
         while sid in panes.sessions:
-            sid = secrets.token_hex(4)
+            sid = self.id_prefix + secrets.token_hex(4)
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)

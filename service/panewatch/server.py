@@ -14,6 +14,7 @@ from .auth import new_token
 from .config import Settings
 from .hosting import StartupError, open_hosting
 from .logs import setup_logging
+from .wiring import StartupRefused
 
 log = logging.getLogger("panewatch")
 
@@ -34,6 +35,11 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if generated:  # kept in the state folder: a restart does not log the dashboard out
         settings = settings.model_copy(update={"token": hosting.token or new_token()})
     app = create_app(settings, hosting=hosting)
+    # join the cluster before listening: a refusal (name clash, wrong credentials) is one
+    # line and exit 2, never a half-joined node or a lifespan traceback
+    join = getattr(app.state.engine, "join", None)
+    if join is not None:
+        await join()
     # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             ws_ping_interval=20, lifespan="on", access_log=False)
@@ -62,8 +68,8 @@ def serve(settings: Settings) -> int:
         asyncio.run(run(settings))
     except KeyboardInterrupt:
         pass
-    except StartupError as exc:
-        print(f"panewatch: {exc}", file=sys.stderr)
+    except (StartupError, StartupRefused) as exc:
+        print(f"panewatch: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0
 

@@ -18,6 +18,7 @@ class State(StrEnum):
     idle = "idle"  # done, or waiting for a new task
     exited = "exited"  # the agent is gone; its last screen and exit code stay
     lost = "lost"  # the host lost the pane without an exit status (tmux server killed...)
+    unreachable = "unreachable"  # on another node that stopped heartbeating (cluster); last state in why
 
 
 #: States a screen rule or a report may give (the others come from the process's fate).

@@ -3,6 +3,9 @@ engine the same way, so an option added to ``Settings`` reaches all of them."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 from .config import Settings
 from .engine import Engine
 from .hosts.base import PaneHost
@@ -27,3 +30,38 @@ def build_engine(settings: Settings, *, store: ManifestStore | None = None, host
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
         transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes, keeper=keeper,
     )
+
+
+def build_service_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
+                         keeper: Keeper | None = None) -> Engine:
+    """The engine a server runs (on ``host``, with the session registry's ``keeper``): the local
+    one, wrapped in the cluster façade when ``cluster_url`` is set (nats-py is then needed:
+    ``pip install 'panewatch[cluster]'``)."""
+    engine = build_engine(settings, store=store, host=host, keeper=keeper)
+    if not settings.cluster_url:
+        return engine
+    try:
+        from .cluster.federation import ClusterEngine
+        from .cluster.link import ClusterError, LinkOptions, NodeLink
+    except ImportError as exc:
+        raise StartupRefused(f"--cluster-url needs nats-py: pip install 'panewatch[cluster]' ({exc})") from None
+    node = settings.node or socket.gethostname().split(".")[0]
+    engine.id_prefix = f"{node}-"
+    opts = LinkOptions(settings.cluster_url, node, creds=_path(settings.cluster_creds),
+                       tls_ca=_path(settings.cluster_tls_ca), tls_cert=_path(settings.cluster_tls_cert),
+                       tls_key=_path(settings.cluster_tls_key))
+    holder: list[ClusterEngine] = []
+    try:
+        link = NodeLink(opts, lambda op, args: holder[0].respond(op, args))
+    except ClusterError as exc:
+        raise StartupRefused(str(exc)) from None
+    holder.append(ClusterEngine(engine, link))
+    return holder[0]  # type: ignore[return-value]  # the same façade, over every node
+
+
+class StartupRefused(Exception):
+    """The server cannot start as configured (cluster refused it, nats-py missing...): one line."""
+
+
+def _path(value: Path | None) -> str | None:
+    return str(value) if value is not None else None

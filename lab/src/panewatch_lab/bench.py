@@ -481,7 +481,7 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
 
 # -- the command ------------------------------------------------------------------------------
 
-SCENARIOS = ("latency", "scale", "flood", "throughput")
+SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -511,6 +511,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
                         "the working directory; missing ones are skipped)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    from .bench_cluster import add_arguments
+
+    add_arguments(p)
     return p
 
 
@@ -519,6 +522,8 @@ def apply_quick(opts: argparse.Namespace) -> None:
     opts.sizes, opts.window, opts.warmup = [min(min(opts.sizes), 3)], min(opts.window, 2.0), min(opts.warmup, 1.0)
     opts.flood_agents, opts.flood_seconds = min(opts.flood_agents, 3), min(opts.flood_seconds, 3.0)
     opts.feed_kb, opts.min_seconds = min(opts.feed_kb, 40), min(opts.min_seconds, 0.05)
+    opts.cluster_sessions, opts.cluster_seconds = min(opts.cluster_sessions, 2), min(opts.cluster_seconds, 3.0)
+    opts.cluster_nodes, opts.cluster_per_node = min(opts.cluster_nodes, 2), min(opts.cluster_per_node, 10)
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
@@ -543,6 +548,11 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures)
         out["throughput"] = [r.__dict__ for r in rows]
         print_throughput(rows, opts)
+    if "cluster" in opts.only:
+        from .bench_cluster import print_cluster, scenario_cluster
+
+        out["cluster"] = await scenario_cluster(opts)
+        print_cluster(out["cluster"], opts)
     if opts.json:
         Path(opts.json).write_text(json.dumps(out, indent=1, default=float))
     return out

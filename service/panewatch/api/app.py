@@ -13,7 +13,7 @@ from ..engine import Engine
 from ..hosting import Hosting
 from ..keeper import Keeper
 from ..manifest import ManifestStore
-from ..wiring import build_engine
+from ..wiring import build_service_engine
 from . import errors, routes_acp, routes_report, routes_service, routes_sessions, routes_ws
 from .routes_service import web_dir
 
@@ -28,8 +28,8 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
     if not settings.token:
         raise ValueError("create_app needs settings.token")
     if engine is None:  # (an Engine with no sessions is falsy: it has a length)
-        engine = build_engine(settings, store=store) if hosting is None else \
-            build_engine(settings, store=store, host=hosting.host, keeper=Keeper(hosting.registry))
+        engine = build_service_engine(settings, store=store, host=hosting.host if hosting else None,
+                                      keeper=Keeper(hosting.registry) if hosting else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

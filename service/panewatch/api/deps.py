@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from fastapi import HTTPException, Request, WebSocket
 
 from ..auth import origin_allowed, presented_token, token_matches
 from ..config import Settings
 from ..engine import Engine
+
+T = TypeVar("T")
+
+
+async def settle(value: T | Awaitable[T]) -> T:
+    """A local engine answers at once; the cluster façade answers over the network."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 def engine_of(request: Request) -> Engine:

@@ -22,6 +22,7 @@ class NewSession(BaseModel):
     hooks: bool = Field(True, description="add the agent's reporting hooks (Claude Code: --settings)")
     name: str | None = Field(None, max_length=80)
     host: str | None = Field(None, max_length=40, description="pane host (`pty` unless another is configured)")
+    node: str | None = Field(None, max_length=40, description="cluster: the node to start it on (default: this one)")
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, WebSocket
 
 from ..engine import Engine
 from ..errors import PanewatchError
-from .deps import engine_of, require_token, ws_admit
+from .deps import engine_of, require_token, settle, ws_admit
 from .routes_ws import run_until_closed
 
 router = APIRouter()
@@ -24,13 +24,13 @@ E = Annotated[Engine, Depends(engine_of)]
              responses={409: {"description": "no turn is running"}, 422: {"description": "not an ACP session"}})
 async def cancel(sid: str, engine: E) -> dict[str, Any]:
     """Cancel the running turn of an ACP session (``session/cancel``)."""
-    return engine.cancel(sid)
+    return await settle(engine.cancel(sid))
 
 
 @router.get("/api/sessions/{sid}/conversation", tags=["screens"], dependencies=[Depends(require_token)])
 async def conversation(sid: str, engine: E) -> dict[str, Any]:
     """An ACP session's messages, tool calls, plan and pending permission."""
-    return engine.conversation(sid)
+    return await settle(engine.conversation(sid))
 
 
 @router.websocket("/ws/sessions/{sid}/conversation")

