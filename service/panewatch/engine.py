@@ -41,6 +41,8 @@ from .transcript import Transcript
 from .views import explain_view, screen_view
 
 log = logging.getLogger("panewatch.engine")
+#: /send: an Enter followed by this much silence is pressed once more.
+ENTER_RETRY_S = 0.8
 
 SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
 
@@ -334,17 +336,52 @@ class Engine:
         if decision.state == State.blocked:
             raise Conflict(f"the pane is blocked ({decision.decided_by}: {decision.why}); answer it instead",
                            decision)
-        if session.pane.screen.mode(2004) and ("\n" in text or len(text) > 1):
+        pane = session.pane
+        read_before = pane.bytes_read
+        # Only multi-line text is pasted (bracketed), so its newlines do not submit. One line is
+        # typed: Gemini CLI 0.61.0 distrusts pastes when its kitty-keyboard check raced its
+        # first render, and then turns an Enter within 40 ms of its own re-render into a newline.
+        if pane.screen.mode(2004) and "\n" in text:
             self._write(session, b"\x1b[200~" + text.encode() + b"\x1b[201~")
         elif text:
             self._write(session, text.replace("\n", "\r").encode())
         elif not session.writable:
             raise Conflict("the session has exited", decision)
         if enter:
-            # a TUI that reads "text\r" in one chunk takes it for a paste; give it a beat
-            await self.panes.clock.sleep(0.08)
+            # A TUI that reads "text\r" in one chunk takes it for a paste, and an Ink app given
+            # Enter before it re-rendered the typed text submits its old, empty input (one Gemini
+            # send in ten under load): wait for the echo, then for a quiet beat.
+            await self._echoed(pane, read_before if text else None, text.strip()[-10:])
+            before_enter = pane.bytes_read
             self._write(session, b"\r")
+            if text:
+                # An Enter the agent ignored leaves the pane silent (Gemini CLI drops one now and
+                # then at a turn's end or its start-up): press it once more. A second Enter on an
+                # emptied input box is a no-op for the agents we know.
+                clock, start = self.panes.clock, self.panes.clock.time()
+                while clock.time() - start < ENTER_RETRY_S and pane.bytes_read == before_enter:
+                    await clock.sleep(0.02)
+                if pane.bytes_read == before_enter and session.writable:
+                    log.info("session %s: no output %.1f s after Enter; pressing it again", sid, ENTER_RETRY_S)
+                    self._write(session, b"\r")
         return decision
+
+    async def _echoed(self, pane: Pane, read_before: int | None, tail: str = "", *,
+                      least: float = 0.08, quiet: float = 0.05, most: float = 1.5) -> None:
+        """Wait at least ``least`` s; with typed text, also until the screen shows its last
+        characters (the echo: a footer redrawn at start-up does not count) and the agent was
+        quiet for ``quiet`` s — at most ``most`` s in all, so a program that does not echo
+        still gets its Enter."""
+        clock = self.panes.clock
+        start = clock.time()
+        await clock.sleep(least)
+        if read_before is None:
+            return
+        while clock.time() - start < most:
+            if pane.bytes_read != read_before and clock.time() - pane.last_output >= quiet:
+                if not tail or tail in "\n".join(pane.screen.lines()):
+                    return
+            await clock.sleep(0.02)
 
     async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
                      request: str | None = None, settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:

@@ -396,6 +396,10 @@ class Manifest(BaseModel):
     hooks: Literal["claude"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
     option_keys: str = Field(default="{n}", pattern=r"\{n\}")
+    #: Seconds after launch during which a screen no rule matches reads ``working`` (source
+    #: ``start``), not ``idle``: the agent has not drawn anything this manifest knows yet.
+    #: 0 turns it off (a blank screen is idle at once, as for a plain shell).
+    startup_timeout: float = Field(default=0.0, ge=0, le=120)
     rules: Annotated[list[Rule], Field(default=[])]
 
     @field_validator("resume")

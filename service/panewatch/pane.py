@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .backends import ScreenLike
 from .manifest import CompiledManifest, ManifestStore, Verdict
+from .oob import Status
 from .procinfo import Program, is_shell
 from .signals import Report, combine, report_is_fresh
 from .states import Decision, Source, State
@@ -61,7 +62,16 @@ class Pane:
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
         self.decision = STARTING.at(wall())
-        self._classified: tuple[int, int, int, int] | None = None
+        self._classified: tuple[int, int, int, int, int] | None = None
+        # start-up: until a rule of the agent's manifest matched once, or its startup_timeout
+        # passed, a screen no rule matches reads working (source start), not idle
+        self.started = clock()
+        self.rule_seen = False
+        self.startup_deadline = float("-inf")
+        # out-of-band signals (screen.oob): the status and when this pane first saw it
+        self.oob_seq = 0
+        self.status_at = float("-inf")
+        self._status_seen: Status | None = None
 
     # -- bytes -----------------------------------------------------------------------------
     def receive(self, data: bytes) -> None:
@@ -79,7 +89,25 @@ class Pane:
         del self.pending[: len(chunk)]
         self.screen.feed(chunk)
         self.bytes_fed += len(chunk)
+        self._note_out_of_band()
         return len(chunk)
+
+    def _note_out_of_band(self) -> None:
+        """Stamp a new OSC 7501 status with the time it arrived (the agent's OSC 9/99/777
+        notifications stay on ``screen.oob`` and show in /explain)."""
+        oob = getattr(self.screen, "oob", None)
+        if oob is None or oob.seq == self.oob_seq:
+            return
+        if oob.status is not self._status_seen:  # a new statement, even if it repeats the last
+            self._status_seen = oob.status
+            self.status_at = self.clock()
+        self.oob_seq = oob.seq
+
+    @property
+    def status(self) -> Status | None:
+        """The agent's latest out-of-band status (OSC 7501), if its screen keeps one."""
+        oob = getattr(self.screen, "oob", None)
+        return oob.status if oob is not None else None
 
     def feed_all(self) -> int:
         fed = 0
@@ -165,19 +193,28 @@ class Pane:
         if verdict.state != self.verdict.state:
             self.screen_changed_at = now
         self.verdict = verdict
+        if verdict.rule is not None:
+            self.rule_seen = True
+        timeout = manifest.manifest.startup_timeout if manifest is not None else 0.0
+        self.startup_deadline = self.started + timeout
         self.unread_bytes = 0
-        self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation)
+        self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
         return combine(verdict, report=self.report, now=now, freshness=freshness,
                        screen_changed_at=self.screen_changed_at, shell_back=self.shell_back(),
-                       exit_code=self.exit_code, exited=self.exited)
+                       exit_code=self.exit_code, exited=self.exited,
+                       starting=not self.rule_seen and now < self.startup_deadline,
+                       status=self.status, status_at=self.status_at)
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
-        if self._classified != (self.screen.seq, self.report_gen, self.fg.gen, store.generation):
+        if self._classified != (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq):
             return True
-        # a report that just went stale changes the answer without anything else moving
+        # a start-up that timed out, or a report that just went stale, changes the answer
+        # without anything else moving
+        if self.decision.source == Source.start and self.clock() >= self.startup_deadline:
+            return True
         return self.decision.source == Source.hook and not report_is_fresh(
             self.report, self.clock(), freshness, self.screen_changed_at)
 

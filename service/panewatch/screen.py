@@ -38,6 +38,9 @@ from pyte import modes as pyte_modes
 from pyte.screens import StaticDefaultDict
 from wcwidth import wcwidth
 
+from .oob import CODES as OOB_CODES
+from .oob import OutOfBand
+
 ESC = "\x1b"
 LAT1_MAP = charsets.LAT1_MAP
 #: C0 controls that reach ``draw`` (pyte's parser keeps only BEL, BS, HT, LF, VT, FF, CR, SO, SI).
@@ -80,6 +83,7 @@ REP_BURST = 16384
 _SPECIAL = re.compile(
     r"""
     \x1b\[ (?P<csi_long>[\x20-\x3f]{%d,}) [\x40-\x7e]?
+  | (?P<kitty_query>\x1b\[\?u)
   | \x1b\[ (?P<csi_prefix>[<=>]) (?P<csi_p_params>[0-9;:]*) (?P<csi_p_inter>[\x20-\x2f]*) (?P<csi_p_final>[\x40-\x7e])
   | \x1b\[ (?P<csi_q>\?)? (?P<csi_i_params>[0-9;:]*) (?P<csi_i_inter>[\x20-\x2f]+) (?P<csi_i_final>[\x40-\x7e])
   | \x1b\[ (?P<sgr_params>[0-9;]*:[0-9;:]*) m
@@ -795,6 +799,8 @@ class Screen:
         self.title = ""
         self._errors = 0
         self._skip_csi = False  # inside a CSI dropped as garbage (longer than MAX_SEQUENCE)
+        self.oob = OutOfBand()  # what the agent says out of band (OSC 7501, 9;4, 9/99/777)
+        self.kitty_flags: list[int] = []  # kitty keyboard protocol flags stack (CSI > f u pushes)
         self._rows: list[str] | None = None  # lines() as of the last call; pyte's dirty rows are redone
 
     # -- input -----------------------------------------------------------------------------
@@ -860,7 +866,9 @@ class Screen:
             kind = m.lastgroup
             if kind == "csi_long":
                 continue  # garbage: dropped up to its final byte, the text after it is kept
-            if kind == "csi_p_final":
+            if kind == "kitty_query":  # kitty keyboard protocol: report the current flags
+                self._reply(f"\x1b[?{self.kitty_flags[-1] if self.kitty_flags else 0}u")
+            elif kind == "csi_p_final":
                 self._private_csi(m["csi_prefix"], m["csi_p_params"], m["csi_p_inter"], m["csi_p_final"])
             elif kind == "csi_i_final":
                 self._intermediate_csi(bool(m["csi_q"]), m["csi_i_params"], m["csi_i_inter"], m["csi_i_final"])
@@ -898,7 +906,24 @@ class Screen:
             self._reply(DA2_REPLY)
         elif prefix == ">" and final == "q" and not inter:
             self._reply(XTVERSION_REPLY)
+        elif final == "u" and not inter:
+            self._kitty_keyboard(prefix, params)
         # CSI < u, CSI = u, CSI > 4;2 m (XTMODKEYS), kitty keyboard pushes ...: no visible effect
+
+    def _kitty_keyboard(self, prefix: str, params: str) -> None:
+        """Keep the kitty keyboard flags stack (push ``>f``, pop ``<n``, set ``=f;m``) so that
+        ``CSI ? u`` answers truthfully: Gemini CLI trusts pastes, and so keeps an Enter sent
+        right after one, only when the terminal answers that query."""
+        nums = [int(p) if p.isdigit() else 0 for p in params.split(";")] if params else []
+        if prefix == ">":
+            self.kitty_flags = (self.kitty_flags + [nums[0] if nums else 0])[-16:]
+        elif prefix == "<":
+            del self.kitty_flags[len(self.kitty_flags) - min(len(self.kitty_flags), nums[0] if nums else 1):]
+        elif prefix == "=":
+            flags, how = (nums + [0, 1])[:2] if nums else (0, 1)
+            current = self.kitty_flags[-1] if self.kitty_flags else 0
+            new = flags if how == 1 else (current | flags if how == 2 else current & ~flags)
+            self.kitty_flags = (self.kitty_flags[:-1] if self.kitty_flags else []) + [new]
 
     def _intermediate_csi(self, private: bool, params: str, inter: str, final: str) -> None:
         if inter == "$" and final == "p":  # DECRQM: report whether a mode is set
@@ -937,6 +962,8 @@ class Screen:
             self.title = arg
         elif code in OSC_COLOURS and arg == "?":
             self._reply(f"\x1b]{code};{OSC_COLOURS[code]}\x1b\\")
+        elif code in OOB_CODES:  # status, progress, notifications: kept for the signals
+            self.oob.feed(code, arg)
         # OSC 8 hyperlinks, OSC 9/777 notifications, OSC 52, OSC 133 ...: nothing to draw
 
     def _reply(self, data: str) -> None:

@@ -29,6 +29,7 @@ class Source(StrEnum):
     """The signal that decided a pane's state (the order is in ``signals.py``)."""
 
     screen = "screen"  # a manifest rule on the visible screen (or no rule: idle)
+    status = "status"  # the agent's own out-of-band status (OSC 7501)
     hook = "hook"  # a fresh report from the agent's own hooks or a plain {"state": ...}
     process = "process"  # the shell is back in the foreground
     exit = "exit"  # the process exited (or the host lost it)

@@ -6,6 +6,7 @@ from typing import Any
 
 from . import acp_sessions
 from .manifest import ManifestStore
+from .pane import Pane
 from .prompts import read_prompt
 from .session import Session
 from .states import Decision, Source, State
@@ -46,6 +47,23 @@ def screen_view(session: Session, store: ManifestStore, *, styles: bool = False)
     return view
 
 
+def out_of_band(pane: Pane, now: float) -> dict[str, Any]:
+    """What the agent said besides its screen: title, OSC 7501 status (with its age and whether
+    it still counts), OSC 9;4 progress and its last desktop notifications (OSC 9/99/777)."""
+    oob = getattr(pane.screen, "oob", None)
+    status = oob.status if oob is not None else None
+    return {
+        "title": pane.screen.title,
+        "status": None if status is None else {
+            "state": status.state, "raw": status.raw, "kind": status.kind, "app": status.app,
+            "age_s": round(now - pane.status_at, 3), "counts": pane.status_at >= pane.screen_changed_at},
+        "progress": None if oob is None or oob.progress is None else {
+            "state": oob.progress.state, "value": oob.progress.value},
+        "notifications": [] if oob is None else [
+            {"protocol": n.protocol, "title": n.title, "body": n.body} for n in oob.notifications],
+    }
+
+
 def explain_view(session: Session, decision: Decision, store: ManifestStore, now: float) -> dict[str, Any]:
     """``GET /api/sessions/{id}/explain``: every rule against the screen, and the other signals."""
     pane = session.pane
@@ -71,6 +89,7 @@ def explain_view(session: Session, decision: Decision, store: ManifestStore, now
                 "state": str(report.state), "event": report.event, "age_s": round(now - report.at, 3)},
             "foreground": pane.fg.program.name if pane.fg.program else None,
             "shell_back": pane.shell_back(),
+            "out_of_band": out_of_band(pane, now),
         },
         "rules": [{"name": t.name, "state": t.state, "region": t.region, "matched": t.matched,
                    "evidence": t.evidence, "reason": t.reason} for t in traces],

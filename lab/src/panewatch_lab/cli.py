@@ -134,6 +134,18 @@ def cmd_evaluate(argv: list[str]) -> int:
     return evaluate.main(argv, prog="panewatch lab evaluate")
 
 
+def _agent_capture(argv: list[str]) -> int:
+    from panewatch_lab import agent_capture
+
+    return agent_capture.main(argv, prog="panewatch lab capture-agent")
+
+
+def _canary(argv: list[str]) -> int:
+    from panewatch_lab import canary
+
+    return canary.main(argv, prog="panewatch lab canary")
+
+
 #: name → (help, runner).
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "mock-api": ("mock Anthropic Messages API driven by a scenario (--port P [--scenario FILE] [--log FILE])",
@@ -142,6 +154,10 @@ COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
                    cmd_fake_agent),
     "capture": ("labelled raw captures of the real CLI at several terminal sizes, plus truth.toml",
                 cmd_capture),
+    "capture-agent": ("labelled raw captures of Codex, Gemini or Aider against their mocks (--agent A)",
+                      lambda argv: _agent_capture(argv)),
+    "canary": ("install a CLI version, capture its screens, check the bundled manifest (--agent A --version V)",
+               lambda argv: _canary(argv)),
     "evaluate": ("the seed's detector table: a live agent in a real server vs its ground truth (--agent fake|claude)",
                  cmd_evaluate),
 }

@@ -1,0 +1,44 @@
+"""Aider against the mock's chat-completions endpoint: no update check, no analytics, no git.
+
+Aider runs from its own venv (``.lab-aider``, ``aider-chat`` 0.86.x from PyPI); the model is
+``openai/<name>`` with ``--openai-api-base`` pointing at the mock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+PINNED_VERSION = "0.86.2"
+PACKAGE = "aider-chat"
+API_KEY = "sk-lab-0123456789abcdefghijklmnopqrstuvwxyz"
+MODEL = "openai/mock-coder"
+
+_BASE_URL: dict[str, str] = {}
+
+
+def prepare_home(home: str | Path, project: str | Path, base_url: str) -> dict[str, str]:
+    home = Path(home)
+    # a fresh model-price cache: otherwise Aider fetches it from GitHub at start and prints
+    # the failure (no network) above its first prompt
+    caches = home / ".aider" / "caches"
+    caches.mkdir(parents=True, exist_ok=True)
+    info = {"max_input_tokens": 128000, "max_tokens": 8192, "input_cost_per_token": 0.0,
+            "output_cost_per_token": 0.0, "litellm_provider": "openai", "mode": "chat"}
+    (caches / "model_prices_and_context_window.json").write_text(
+        json.dumps({"mock-coder": info, "openai/mock-coder": info}))
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL") and v}
+    env.update({"HOME": str(home), "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "OPENAI_API_KEY": API_KEY, "OPENAI_API_BASE": f"{base_url}/v1",
+                "AIDER_CHECK_UPDATE": "false", "AIDER_ANALYTICS": "false",
+                # litellm fetches a model price list from GitHub at start unless told not to
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+def aider_argv(binary: str, project: Path) -> list[str]:
+    return [binary, "--model", MODEL, "--no-check-update", "--no-show-release-notes", "--no-analytics",
+            "--no-auto-commits", "--no-git", "--no-show-model-warnings",
+            "--edit-format", "diff", "--map-tokens", "0", "--no-detect-urls"]

@@ -1,0 +1,57 @@
+"""A prepared HOME for Gemini CLI: API-key auth against the mock, no nags, a trusted folder.
+
+Measured on 0.61.0 (see notes/agents-lab.md): with these files the CLI draws its input box
+1–3 s after start with no dialog; ``GOOGLE_GEMINI_BASE_URL`` is used as the SDK's base URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+PINNED_VERSION = "0.61.0"
+PACKAGE = "@google/gemini-cli"
+API_KEY = "AIzaSy-lab-0123456789abcdefghijklmnopqrs"
+
+
+def find_gemini(prefix: str | Path | None = None) -> str | None:
+    """The lab prefix's ``gemini`` (``.lab-npm`` at the repository root), else PATH's."""
+    root = Path(prefix) if prefix else Path(__file__).resolve().parents[3] / ".lab-npm"
+    local = root / "node_modules" / ".bin" / "gemini"
+    return str(local) if local.exists() else shutil.which("gemini")
+
+
+def prepare_home(home: str | Path, project: str | Path, base_url: str, *, trusted: bool = True,
+                 allowed: list[str] | None = None) -> dict[str, str]:
+    """Write ``~/.gemini`` and return the CLI's environment."""
+    home, project = Path(home), Path(project)
+    gem = home / ".gemini"
+    gem.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
+                    "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "ui": {"hideTips": True, "hideBanner": False},
+        "ide": {"enabled": False, "hasSeenNudge": True},
+    }
+    if allowed:
+        settings["tools"] = {"allowed": allowed}
+    (gem / "settings.json").write_text(json.dumps(settings, indent=2))
+    trust = {str(project.resolve()): "TRUST_FOLDER"} if trusted else {}
+    (gem / "trustedFolders.json").write_text(json.dumps(trust, indent=2))
+    tmp = home / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "LANG", "LC_ALL", "NODE_OPTIONS") and v}
+    env.update({"HOME": str(home), "TMPDIR": str(tmp), "TERM": "xterm-256color", "COLORTERM": "truecolor",
+                "GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": base_url,
+                "NO_BROWSER": "1", "GEMINI_CLI_NO_RELAUNCH": "true"})
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+def gemini_argv(binary: str, *extra: str) -> list[str]:
+    return [binary, *extra]

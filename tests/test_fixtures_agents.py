@@ -1,0 +1,115 @@
+"""Codex, Gemini and Aider captures: every kind a user meets, at three sizes, read right.
+
+``test_fixtures.py`` classifies every fixture of every agent against its label; this file
+holds what the non-Claude captures must additionally show: that the plan's kinds all exist,
+that no capture reads ``blocked`` unless it is, and the very screens that broke the manifests
+written from documentation (Gemini's spinner above the region the old working rule read).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+from panewatch.fixtures import Fixture, default_root, find_folders, load_folder
+from panewatch.manifest import ManifestStore, bundled_manifest_dir, region_lines
+from panewatch.screen import Screen
+
+STORE = ManifestStore.from_dirs(bundled_manifest_dir())
+AGENTS = {"gemini": "0.61.0", "codex": "0.171.0", "aider": "0.86.2"}
+SIZES = {(32, 120), (24, 80), (50, 160)}
+#: Kinds each agent's plan captures (Aider has no approval of an edit in a box, no interrupt).
+REQUIRED = {
+    "gemini": {"blocked": {"bash", "bash-option-2", "write"}, "working": {"thinking", "streaming", "tool", "typed"},
+               "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"}},
+    "codex": {"blocked": {"bash", "bash-option-2"}, "working": {"thinking", "streaming", "tool", "typed"},
+              "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"}},
+    "aider": {"blocked": {"bash", "create-file"}, "working": {"thinking", "streaming"},
+              "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied"}},
+}
+
+
+def _fixtures(agent: str) -> list[Fixture]:
+    folder = default_root() / agent / AGENTS[agent]
+    if not (folder / "truth.toml").exists():
+        return []
+    return load_folder(folder)
+
+
+def _screen(fx: Fixture) -> Screen:
+    screen = Screen(fx.truth.rows, fx.truth.cols)
+    screen.feed(fx.read())
+    return screen
+
+
+def _verdict(fx: Fixture):
+    manifest = STORE.get(fx.agent)
+    assert manifest is not None
+    screen = _screen(fx)
+    return manifest.classify(screen.lines(), screen.title, screen.cursor.row)
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_every_kind_at_every_size(agent: str) -> None:
+    fixtures = _fixtures(agent)
+    assert fixtures, f"no captures in fixtures/{agent}/{AGENTS[agent]} (panewatch lab capture-agent --agent {agent})"
+    sizes: dict[tuple[str, str], set[tuple[int, int]]] = defaultdict(set)
+    for fx in fixtures:
+        sizes[(fx.truth.state, fx.truth.kind)].add((fx.truth.rows, fx.truth.cols))
+    missing = [f"{state}-{kind} at {sorted(SIZES - sizes[(state, kind)])}"
+               for state, kinds in REQUIRED[agent].items() for kind in kinds if sizes[(state, kind)] != SIZES]
+    assert not missing, f"{agent}: missing captures: {missing}"
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_no_false_blocked_and_no_missed_prompt(agent: str) -> None:
+    wrong = []
+    for fx in _fixtures(agent):
+        verdict = _verdict(fx)
+        if (verdict.state == "blocked") != (fx.truth.state == "blocked"):
+            wrong.append(f"{fx.name}: {verdict.state} by {verdict.rule}")
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_the_manifest_is_checked_against_this_version(agent: str) -> None:
+    manifest = STORE.get(agent)
+    assert manifest is not None
+    assert AGENTS[agent] in manifest.manifest.description, "say in the manifest which captures checked it"
+    assert manifest.manifest.startup_timeout > 0, "a blank screen at launch must not read idle"
+
+
+def test_gemini_spinner_sits_above_the_region_the_old_rule_read() -> None:
+    """The bug the documentation-built manifest had: the input box is always drawn and the
+    spinner is further up than ``bottom:6``, so a working Gemini read idle. Every working
+    capture shows the spinner outside the bottom six lines, and the spinner rule finds it."""
+    working = [fx for fx in _fixtures("gemini") if fx.truth.state == "working" and fx.truth.kind != "tool"]
+    assert working
+    spinner = re.compile(r"\(esc to cancel, \d+s\)")
+    for fx in working:
+        lines = _screen(fx).lines()
+        assert any(spinner.search(line) for line in lines), fx.name
+        assert not any(spinner.search(line) for line in region_lines("bottom:6", lines)), fx.name
+        assert any("Type your message" in line or re.match(r"^\s*> ", line) for line in lines), fx.name
+        assert _verdict(fx).state == "working", fx.name
+
+
+def test_gemini_titles_say_the_state_out_of_band() -> None:
+    titles = {fx.truth.state: set() for fx in _fixtures("gemini")}
+    for fx in _fixtures("gemini"):
+        titles[fx.truth.state].add(_screen(fx).title.split("(")[0].strip())
+    assert titles, "no gemini captures"
+    assert titles["blocked"] == {"✋  Action Required"}, titles
+    assert all(t.startswith("◇  Ready") for t in titles["idle"]), titles
+
+
+def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
+    fixtures = _fixtures("codex")
+    assert fixtures
+    for fx in fixtures:
+        title = _screen(fx).title
+        if fx.truth.state == "blocked":
+            assert re.match(r"^\[ [!.] \] Action Required", title), (fx.name, title)
+        elif fx.truth.state == "idle":
+            assert not re.match(r"^[\u2801-\u28ff]\s", title), (fx.name, title)

@@ -1,0 +1,89 @@
+"""Out-of-band signals: parsed from real OSC strings, placed in the signal order, shown in /explain."""
+
+from __future__ import annotations
+
+from panewatch.manifest import Verdict
+from panewatch.oob import OutOfBand
+from panewatch.screen import Screen
+from panewatch.signals import combine
+
+WORKING = Verdict("working", "spinner", "s")
+IDLE = Verdict("idle", "composer", "c")
+BLOCKED = Verdict("blocked", "approval", "a")
+
+
+def test_codex_status_strings_as_codex_writes_them() -> None:
+    screen = Screen(4, 40)
+    screen.feed(b"\x1b]7501;?\x07")  # Codex's query: not a status
+    assert screen.oob.status is None
+    screen.feed(b"\x1b]7501;state=blocked:app=codex:kind=permission\x07hi")
+    assert (screen.oob.status.state, screen.oob.status.kind, screen.oob.status.app) == ("blocked", "permission", "codex")
+    screen.feed(b"\x1b]7501;state=done:app=codex\x1b\\")
+    assert screen.oob.status.state == "idle" and screen.oob.status.raw == "done"
+    screen.feed(b"\x1b]133;A\x07")
+    assert screen.oob.status is None, "a shell prompt mark clears the status"
+    assert screen.lines()[0] == "hi", "nothing of it is drawn"
+
+
+def test_progress_and_notifications() -> None:
+    oob = OutOfBand()
+    oob.feed("9", "4;3;0")
+    assert (oob.progress.state, oob.progress.value) == (3, 0)
+    oob.feed("9", "4;0;0")
+    assert oob.progress is None
+    oob.feed("9", "Build finished")
+    oob.feed("777", "notify;Codex;Approval needed")
+    oob.feed("99", "i=1:d=0;Kitty says hi")
+    assert [(n.protocol, n.title, n.body) for n in oob.notifications] == [
+        ("osc9", "", "Build finished"), ("osc777", "Codex", "Approval needed"), ("osc99", "", "Kitty says hi")]
+    oob.feed("7501", "state=nonsense")
+    oob.feed("777", "")
+    assert oob.status is None and oob.notified == 3
+
+
+def test_the_signal_order_with_a_status() -> None:
+    from panewatch.oob import Status
+    from panewatch.signals import Report
+
+    blocked, working, idle = Status("blocked", "blocked", "permission"), Status("working", "working"), Status("idle", "done")
+
+    def read(screen: Verdict, status, at: float = 5.0, changed: float = 1.0, report=None) -> tuple:
+        d = combine(screen, status=status, status_at=at, screen_changed_at=changed, report=report, now=10.0)
+        return d.state, d.source
+
+    # 1. screen blocked beats everything
+    assert read(BLOCKED, idle) == ("blocked", "screen")
+    # 2. an explicit blocked status beats a working screen and a fresh hook report
+    assert read(WORKING, blocked, report=Report("working", "PreToolUse", 9.0)) == ("blocked", "status")
+    # 3. a fresh hook report beats a working/idle status
+    assert read(IDLE, working, report=Report("idle", "Stop", 9.0)) == ("idle", "hook")
+    # 4. a working status beats the screen's idle read (Codex's sub-second turns)
+    assert read(IDLE, working) == ("working", "status")
+    # ...but only until the screen's verdict changes after it
+    assert read(IDLE, working, at=1.0, changed=2.0) == ("idle", "screen")
+    assert read(IDLE, None) == ("idle", "screen")
+
+
+async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) -> None:
+    """A pane whose program says ``state=working`` out of band and draws nothing a rule knows
+    reads working with source ``status``; /explain shows the status, its age and that it counts."""
+    from engine_support import bash, wait_state
+
+    from panewatch.session import SessionSpec
+
+    script = (r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "
+              r"printf '\033]7501;state=done:app=codex\007'; sleep 30")
+    import asyncio
+
+    sid = engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40))["id"]
+    for _ in range(100):  # the first read replaces the launch's own working/start
+        info = engine.get(sid)
+        if info["source"] != "start":
+            break
+        await asyncio.sleep(0.02)
+    assert (info["state"], info["source"], info["rule"]) == ("working", "status", "osc7501:working"), info
+    oob = engine.explain(sid)["signals"]["out_of_band"]
+    assert oob["status"]["raw"] == "working" and oob["status"]["counts"] is True
+    assert oob["notifications"] == [{"protocol": "osc777", "title": "Codex", "body": "Turn started"}]
+    info = await wait_state(engine, sid, "idle", timeout=5)
+    assert (info["source"], info["rule"]) == ("status", "osc7501:done"), info
