@@ -100,6 +100,7 @@ class Node:
 
     def start(self, wait: bool = True) -> None:
         env = {**os.environ, "XDG_STATE_HOME": self.state_dir}
+        env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder (tmux socket, registry)
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         if wait:
             wait_port(self.port, self.proc, f"node {self.name}")
