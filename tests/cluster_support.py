@@ -140,6 +140,9 @@ class Node:
                 self.proc.kill()
                 self.proc.wait(5)
         self.http.close()
+        sock = os.path.join(self.state_dir, "panewatch", "tmux.sock")
+        if os.path.exists(sock):  # the tmux host keeps agents after the server: end them with the test
+            subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
