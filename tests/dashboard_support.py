@@ -53,7 +53,7 @@ class Server:
     def start(self, token: str | None = None, timeout: float = 20.0) -> Server:
         if token is not None:
             self.token = token
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_") or k == "PANEWATCH_STATE_DIR"}
         env["PYTHONUNBUFFERED"] = "1"
         self.starts += 1
         log = subprocess.DEVNULL
