@@ -40,7 +40,10 @@ def test_tmux_is_the_default_where_usable(tmp_path: Path) -> None:
 def test_serve_asking_for_tmux_without_it_is_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
     env["PATH"] = str(Path(sys.executable).parent)  # python, but no tmux
-    r = subprocess.run([sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", "x" * 12,
+    token = tmp_path / "token"  # a token file: --token would add its warning line
+    token.write_text("x" * 12)
+    token.chmod(0o600)
+    r = subprocess.run([sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token-file", str(token),
                         "--pane-host", "tmux", "--state-dir", str(tmp_path / "s")],
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -142,8 +142,13 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 return r.json()
 
             marker = create("marker", ["sh", "-c", "printf 'MARKER-%s\\n' 4242; exec sleep 1000"])
-            prompt = create("prompt", ["bash", "-c", "read -p 'Proceed? [y/N] ' a; echo \"got=$a\"; exec sleep 1000"],
-                            agent="shell")
+            go = tmp_path / "go"  # once answered, the agent's hook reports when this file appears
+            hook = (f"while [ ! -e {go} ]; do sleep 0.1; done; curl -s -o /dev/null -w '%{{http_code}}' "
+                    "--unix-socket \"$PANEWATCH_REPORT_SOCKET\" -X POST -H 'Content-Type: application/json' "
+                    "--data '{\"state\":\"blocked\",\"detail\":\"hook after restart\"}' "
+                    f"http://panewatch/report > {go}.part && mv {go}.part {go}.code")
+            prompt = create("prompt", ["bash", "-c", "read -p 'Proceed? [y/N] ' a; echo \"got=$a\"; "
+                                       f"{hook}; exec sleep 1000"], agent="shell")
             create("spinner", SPINNER, agent="claude")
             done = create("done", ["sh", "-c", "echo DONE-OUTPUT; exit 3"])
             wait_for(lambda: by_name(c)["prompt"]["state"] == "blocked", what="the prompt blocked")
@@ -179,11 +184,16 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 assert r.status_code == 200, r.text
                 assert r.json()["took"] is True
                 wait_for(lambda: "got=y" in screen_text(c, prompt["id"]), what="the answer on screen")
-                # its hooks keep reporting with the token it was started with
-                old_token = agent_env(after["prompt"]["pid"])["PANEWATCH_REPORT_TOKEN"]
-                r = httpx.post(f"{svc2.url}/report?session={prompt['id']}", json={"state": "idle"},
-                               headers={"Authorization": f"Bearer {old_token}"})
-                assert r.status_code == 202 and r.json()["accepted"] is True, r.text
+                # its hooks keep reporting after the restart: over the report socket (same name),
+                # identified by their ancestry up to the adopted pane's root pid; no token in its env
+                env = agent_env(after["prompt"]["pid"])
+                assert "PANEWATCH_REPORT_TOKEN" not in env and "PANEWATCH_TOKEN" not in env
+                go.touch()
+                wait_for(lambda: Path(f"{go}.code").exists(), what="the hook's report")
+                assert Path(f"{go}.code").read_text() == "202"
+                reported = wait_for(lambda: (s := by_name(c)["prompt"])["source"] == "hook" and s,
+                                    what="the hook's state")
+                assert reported["state"] == "blocked" and "hook after restart" in reported["why"]
                 r = httpx.post(f"{svc2.url}/report?session={prompt['id']}", json={"state": "idle"},
                                headers={"Authorization": "Bearer not-the-token"})
                 assert r.status_code == 403
