@@ -63,7 +63,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = Server("dash-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
     srv.start()
     yield srv
-    srv.stop()
+    srv.close()
 
 
 def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
