@@ -8,6 +8,7 @@ model_config  # pydantic.BaseModel / BaseSettings
 _agent_or_command  # api.models: @model_validator
 _one_of  # api.models: @model_validator
 _folder  # config: @field_validator
+_resume_has_id  # manifest: @field_validator
 settings_customise_sources  # config: pydantic-settings hook
 dotenv_settings  # config: keyword argument pydantic-settings passes to the hook
 file_secret_settings  # config: keyword argument pydantic-settings passes to the hook
@@ -25,6 +26,7 @@ create_session  # api.routes_sessions
 list_sessions  # api.routes_sessions
 get_session  # api.routes_sessions
 delete_session  # api.routes_sessions
+resume_session  # api.routes_sessions
 get_screen  # api.routes_sessions
 ws_state  # api.routes_ws
 ws_screen  # api.routes_ws
@@ -75,3 +77,9 @@ cell_width
 trim
 unwrap
 selection
+
+# the tmux host and the session registry: read by the hosts benchmark, driven by tests, set on sqlite3
+pauses  # hosts.tmux: TmuxHost counter benchmarks/hosts.py prints
+kill_server  # hosts.tmux: tests end the private tmux server (an agent host that outlives Panewatch)
+set_state  # registry: the registry's state column, driven by tests/test_registry.py
+row_factory  # registry: sqlite3.Connection attribute

@@ -100,6 +100,7 @@ class Node:
 
     def start(self, wait: bool = True) -> None:
         env = {**os.environ, "XDG_STATE_HOME": self.state_dir}
+        env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder (tmux socket, registry)
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         if wait:
             wait_port(self.port, self.proc, f"node {self.name}")
@@ -139,6 +140,9 @@ class Node:
                 self.proc.kill()
                 self.proc.wait(5)
         self.http.close()
+        sock = os.path.join(self.state_dir, "panewatch", "tmux.sock")
+        if os.path.exists(sock):  # the tmux host keeps agents after the server: end them with the test
+            subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
 

@@ -1,3 +1,4 @@
+import subprocess
 import sys
 from pathlib import Path
 
@@ -8,6 +9,18 @@ from panewatch.manifest import ManifestStore, bundled_manifest_dir
 
 # test helpers (scripted agents, servers) live next to the tests
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory, monkeypatch):
+    """Every server a test starts keeps its state (tmux socket, registry, token) in a folder of
+    its own, never the user's, and its tmux server is ended afterwards."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("PANEWATCH_STATE_DIR", str(state))
+    yield state
+    sock = state / "tmux.sock"
+    if sock.exists():
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
@@ -45,6 +46,11 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = log_dir
         self.starts = 0
+        # a state folder of its own, chosen now so that a restart finds it again: a module-scoped
+        # server starts before the per-test PANEWATCH_STATE_DIR exists, and must never fall back
+        # to the user's folder (another run's registry and tmux server would come back in it)
+        given = os.environ.get("PANEWATCH_STATE_DIR")
+        self.state_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="pw-test-state-"))
 
     @property
     def url(self) -> str:
@@ -53,7 +59,7 @@ class Server:
     def start(self, token: str | None = None, timeout: float = 20.0) -> Server:
         if token is not None:
             self.token = token
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_") or k == "PANEWATCH_STATE_DIR"}
         env["PYTHONUNBUFFERED"] = "1"
         self.starts += 1
         log = subprocess.DEVNULL
@@ -62,7 +68,7 @@ class Server:
             log = open(self.log_dir / f"server-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--token", self.token,
-             "--sweep-ms", "100", *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else [])],
+             "--state-dir", str(self.state_dir), "--sweep-ms", "100", *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else [])],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         if log is not subprocess.DEVNULL:
@@ -91,6 +97,13 @@ class Server:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+
+    def close(self) -> None:
+        """Stop for good: also end the tmux server, which keeps agents after a stop by design."""
+        self.stop()
+        sock = self.state_dir / "tmux.sock"
+        if sock.exists():
+            subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
 
     # -- the HTTP API, as a script would use it ---------------------------------------------
     def client(self) -> httpx.Client:

@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = Server("acp-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
     srv.start()
     yield srv
-    srv.stop()
+    srv.close()
 
 
 @pytest.fixture()

@@ -248,7 +248,8 @@ def test_node_a_dashboard_shows_every_node_card_with_its_node(three: dict[str, N
             sync_api.expect(page.locator(".card")).to_have_count(30, timeout=20_000)
             labels = [t.strip() for t in page.locator(".card .node").all_inner_texts()]
             # another node's screen is drawn too (its frames come over NATS while watched)
-            remote = page.locator(".card", has_text="c-3")
+            # the card whose name is exactly c-3: has_text="c-3" also matches a card whose id starts c-3…
+            remote = page.locator(".card", has=page.get_by_text("c-3", exact=True))
             sync_api.expect(remote.locator(".xterm-rows")).to_contain_text("ready", timeout=15_000)
             assert sorted(labels) == sorted([f"on {n} ·" for n in "abc" for _ in range(10)]), labels
             ARTIFACTS.mkdir(exist_ok=True)

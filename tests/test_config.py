@@ -42,8 +42,11 @@ def settings_for(*argv: str) -> Settings:
 def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``panewatch serve`` with a configuration that must be refused before it listens."""
     import os
+    import tempfile
 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+    # never the user's state folder, and no tmux server left behind by a server that did start
+    full_env.update(PANEWATCH_STATE_DIR=tempfile.mkdtemp(prefix="pw-config-"), PANEWATCH_PANE_HOST="pty")
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "panewatch", "serve", *argv], capture_output=True, text=True,
                           env=full_env, timeout=60)

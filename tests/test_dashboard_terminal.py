@@ -67,7 +67,7 @@ def server() -> Iterator[Server]:
     srv = Server("term-" + secrets.token_urlsafe(12), log_dir=ARTIFACTS / "server-logs")
     srv.start()
     yield srv
-    srv.stop()
+    srv.close()
 
 
 def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):

@@ -19,6 +19,7 @@ import pytest
 from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
 from panewatch.hosts.memory import MemoryHost
 from panewatch.hosts.pty import PtyHost
+from panewatch.hosts.tmux import TmuxHost, tmux_usable
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,23 @@ def _bash(script: str) -> list[str]:
     return ["bash", "--norc", "--noprofile", "-c", script]
 
 
+def _tmux_host() -> PaneHost:
+    import tempfile
+    from pathlib import Path
+    return TmuxHost(Path(tempfile.mkdtemp(prefix="pw-contract-")) / "state")
+
+
+_REAL = (_bash("stty raw -echo; exec cat"), _bash("printf bye; exit 3"),
+         _bash("show() { printf 'size %s\\r\\n' \"$(stty size)\"; }; trap show WINCH; show; "
+               "while :; do sleep 0.02; done"),
+         _bash("stty raw -echo; exec sleep 60"))
+
 CASES = [
     HostCase("memory", MemoryHost, ["cat"], ["exit", "3", "bye"], ["size"], ["idle"]),
-    HostCase("pty", PtyHost, _bash("stty raw -echo; exec cat"), _bash("printf bye; exit 3"),
-             _bash("show() { printf 'size %s\\r\\n' \"$(stty size)\"; }; trap show WINCH; show; "
-                   "while :; do sleep 0.02; done"),
-             _bash("stty raw -echo; exec sleep 60")),
+    HostCase("pty", PtyHost, *_REAL),
 ]
+if tmux_usable() is None:  # the tmux host runs the same real agents in a private tmux server
+    CASES.append(HostCase("tmux", _tmux_host, *_REAL))
 
 
 class Sink:
@@ -74,6 +85,8 @@ async def host(request):
     h.case = case  # type: ignore[attr-defined]
     yield h
     await h.stop()
+    if isinstance(h, TmuxHost):
+        await h.kill_server()
 
 
 def spawn(host: PaneHost, argv: list[str], sink: Sink, rows: int = 10, cols: int = 40) -> PaneHandle:

@@ -27,7 +27,7 @@ class Service:
     """``panewatch serve`` in a child process, its stderr read line by line by a thread."""
 
     def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_") or k == "PANEWATCH_STATE_DIR"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, "--sweep-ms", "100",
              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -179,6 +180,20 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return wait_for_state(args.session, args.until, timeout=args.timeout, url=args.url, token=args.token)
 
 
+def cmd_attach(args: argparse.Namespace) -> int:
+    from .attach import AttachError, exec_attach
+    from .config import default_state_dir
+
+    state_dir = Path(args.state_dir or os.environ.get("PANEWATCH_STATE_DIR") or default_state_dir())
+    try:
+        exec_attach(state_dir, args.session)
+    except AttachError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot run tmux: {exc.strerror or exc}") from None
+    return 0  # not reached: tmux replaced this process
+
+
 def run_plugin(name: str, argv: list[str]) -> int:
     """``panewatch NAME ...`` for a command another distribution plugs in (the lab, the bench)."""
     runner = plugins.find(name)
@@ -224,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="service URL (default: $PANEWATCH_URL or http://127.0.0.1:8765)")
     p.add_argument("--token", help="API token (default: $PANEWATCH_TOKEN)")
     p.set_defaults(func=cmd_wait)
+
+    p = sub.add_parser("attach", help="open a session's pane in this terminal (tmux host; detach with C-b d)")
+    p.add_argument("session", help="session id (or its name, when only one session has it)")
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="the server's state folder (default: $PANEWATCH_STATE_DIR, else $XDG_STATE_HOME/panewatch)")
+    p.set_defaults(func=cmd_attach)
 
     installed = plugins.available()
     for name in plugin_names():  # parsed by the plugin itself: see main()

@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     port: int = Field(8765, ge=0, le=65535, description="port to bind (0 picks a free one)")
     token: str | None = Field(
         None, min_length=8,
-        description="API token; random, kept in memory and printed if unset (agents of the same user can read "
+        description="API token; random if unset, kept 0600 in the state folder (a restart does not log the dashboard out) and printed (agents of the same user can read "
                     "this one from the server's argv or environment: prefer token_file)")
     token_file: Path | None = Field(None, description="file whose first line is the API token (keep it 0600)")
     state_dir: Path | None = Field(
@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
+    pane_host: Literal["tmux", "pty"] | None = Field(
+        None, description="where agents run: tmux (they outlive a restart of the server; the default when tmux "
+                          "3.2+ is installed) or pty (children of the server)")
     backend: Literal["auto", "pyte", "ghostty"] = Field(
         "auto", description="screen emulator: auto (ghostty if installed, else pyte; logged at start), "
         "pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")

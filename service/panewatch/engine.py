@@ -21,12 +21,13 @@ from . import acp_sessions, guard
 from . import transcript as transcripts
 from .backends import choose, make_screen
 from .clock import Clock, LoopClock
-from .errors import InvalidRequest, Unavailable, UnknownSession
+from .errors import Conflict, InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
 from .guard import AnswerResult, prompt_reacted
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import DEFAULT, integration
 from .integrations.base import is_plain, plain_report
+from .keeper import Keeper, report_token_matches
 from .manifest import ManifestStore
 from .notify import Notifier
 from .pane import Pane
@@ -62,7 +63,7 @@ class Engine:
                  manifest_check_s: float = 1.0, backend: str = "auto", transcripts: Path | str | None = None,
                  transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
                  wall: Callable[[], float] = time.time, agent_vars: Mapping[str, str] | None = None,
-                 programs: Callable[[int], Program | None] = program_name) -> None:
+                 programs: Callable[[int], Program | None] = program_name, keeper: Keeper | None = None) -> None:
         # a backend that is not installed fails here, not at the first session; "auto" is decided here
         backend, why = choose(backend)
         log.info("screen backend %s (%s)", backend, why)
@@ -91,6 +92,7 @@ class Engine:
         self.notifier = notifier or Notifier()
         self.notifier.subscribe(lambda n: self.hub.publish(Notified(asdict(n))))
         self._clock = clock
+        self.keeper = keeper  # the session registry: written from events, restored at start
         self._panes: Panes | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         #: put before every new session id (a cluster node's name), so ids are unique across nodes
@@ -109,6 +111,9 @@ class Engine:
         self._panes = Panes(self, clock)
         for each in self.hosts.values():
             await each.start()
+        if self.keeper is not None:
+            self.keeper.bind(self)
+            await self.keeper.restore()  # same ids; adopted where their panes live, else lost
         self._panes.scheduler.start()
         self._tasks.append(loop.create_task(self._panes.reload_manifests(self.manifest_check_s)))
 
@@ -121,6 +126,8 @@ class Engine:
             await self._panes.close_all()
         for each in self.hosts.values():
             await each.stop()
+        if self.keeper is not None:
+            self.keeper.close()
         await self.notifier.aclose()
 
     # -- sessions --------------------------------------------------------------------------
@@ -253,12 +260,23 @@ class Engine:
 
     # -- reports ---------------------------------------------------------------------------
     def agent_roots(self) -> dict[int, str]:
-        """``{pid: session id}`` of every running agent: a report's caller belongs to the session
-        whose agent is that process or one of its ancestors (``report_socket``)."""
+        """``{pid: session id}`` of every running agent, adopted ones included: a report's caller
+        belongs to the session whose agent is that process or one of its ancestors (``report_socket``)."""
         if self._panes is None:
             return {}
         return {s.handle.pid: sid for sid, s in self._panes.sessions.items()
                 if s.handle is not None and s.handle.pid is not None and s.handle.alive}
+
+    def report_token_matches(self, sid: str, presented: str) -> bool:
+        """Whether ``presented`` is this session's own report token (constant time); an adopted
+        session checks it against the hash the registry kept."""
+        return report_token_matches(self._session(sid), presented)
+
+    async def resume(self, sid: str) -> dict[str, Any]:
+        """Start a lost session's agent again on its own conversation (manifest ``resume``)."""
+        if self.keeper is None:
+            raise Conflict("resume needs the session registry (the state folder)", self._session(sid).pane.decision)
+        return await self.keeper.resume(sid)
 
     def report_token(self, sid: str) -> str:
         """The session's token for reports over TCP. Agents never get it (any pane of the user could

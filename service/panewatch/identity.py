@@ -57,16 +57,17 @@ def resolve_token(settings: Settings) -> tuple[Settings, str]:
 
 
 def state_dir(settings: Settings) -> Path:
-    """The state folder, made on first use: 0711, so that agents of another user can reach the
-    report socket by its name but list nothing (it holds no secret: pids, markers, revoked ids)."""
+    """The state folder, made on first use: 0700, as ``statedir.prepare_state_dir`` keeps it (it
+    holds the tmux socket, the registry and the kept token); agents of this user reach the report
+    socket by its name, and their ancestry, not the folder, decides what they may report."""
     path = settings.state_dir or default_state_dir()
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o711)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         if settings.state_dir is not None:
             raise
         fallback = Path(tempfile.mkdtemp(prefix="panewatch-state-"))
-        os.chmod(fallback, 0o711)
+        os.chmod(fallback, 0o700)
         log.warning("cannot use %s (%s): state in %s, so a killed server's leftovers are not cleaned up "
                     "by the next start; set --state-dir", path, exc.strerror, fallback)
         return fallback

@@ -389,6 +389,9 @@ class Manifest(BaseModel):
     processes: list[str] = []
     #: Launch command when a session names the agent but gives no command.
     command: list[str] = []
+    #: Command that resumes the agent's conversation after its pane was lost (a killed tmux, a
+    #: reboot); ``{agent_session_id}`` is the id the agent's hooks reported. Empty: not resumable.
+    resume: list[str] = []
     #: Which hook integration the launcher may add (``claude``: ``--settings`` hooks).
     hooks: Literal["claude"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
@@ -398,6 +401,13 @@ class Manifest(BaseModel):
     #: 0 turns it off (a blank screen is idle at once, as for a plain shell).
     startup_timeout: float = Field(default=0.0, ge=0, le=120)
     rules: Annotated[list[Rule], Field(default=[])]
+
+    @field_validator("resume")
+    @classmethod
+    def _resume_has_id(cls, value: list[str]) -> list[str]:
+        if value and not any("{agent_session_id}" in part for part in value):
+            raise ValueError("resume must contain {agent_session_id} (the conversation to resume)")
+        return value
 
     @model_validator(mode="after")
     def _unique_rule_names(self) -> Manifest:

@@ -69,15 +69,16 @@ class Panes:
         self.sessions.pop(session.id, None)
         self.scheduler.forget(session.id)
 
-    def record(self, session: Session) -> None:
-        """Start the session's asciicast recording, when recordings are on."""
+    def record(self, session: Session, *, resume: bool = False) -> None:
+        """Start the session's asciicast recording, when recordings are on (``resume``: an
+        adopted session's recording continues in its file)."""
         folder = self.engine.transcripts
         if folder is None:
             return
         recording = Transcript(
             folder / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
             max_bytes=self.engine.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
-            command=session.argv, session=session.id)
+            command=session.argv, session=session.id, resume=resume)
         session.transcript = recording
         self.output_sinks.setdefault(session.id, []).append(recording.output)
 
@@ -107,7 +108,8 @@ class Panes:
     async def _end(self, session: Session) -> None:
         handle = session.handle
         if handle is not None:
-            try:  # also when the agent exited: what it left running ends with the session
+            try:  # also once exited: what it left running ends with the session, and a host may
+                # still hold the pane (tmux keeps a dead pane's window)
                 await handle.terminate()
             except HostError as exc:
                 log.warning("could not end the agent: %s", exc, extra={"session": session.id})
@@ -116,8 +118,19 @@ class Panes:
             await session.transcript.aclose()
 
     async def close_all(self) -> None:
+        """The server stops: agents end with it, unless their host keeps them for the next one."""
         self.scheduler.stop()
-        await asyncio.gather(*(self._end(s) for s in list(self.sessions.values())))
+        ending = []
+        for session in list(self.sessions.values()):
+            host = self.engine.hosts.get(session.host)
+            if host is not None and host.survives_restart:
+                if session.handle is not None:
+                    session.handle.close()
+                if session.transcript:
+                    ending.append(session.transcript.aclose())
+            else:
+                ending.append(self._end(session))
+        await asyncio.gather(*ending)
 
     async def reload_manifests(self, every: float) -> None:
         """Re-read changed manifests off the event loop; refusals are logged in each pane."""
@@ -141,13 +154,18 @@ class Panes:
 
     def exited(self, session: Session, code: int | None, reason: str) -> None:
         pane = session.pane
+        if code is None:
+            session.error = reason  # a lost pane says why (the tmux server is gone...)
         pane.set_exit(code)
         pane.feed_all()
         self._wake(session.id)
         log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
         if pane.exact is not None:  # a host that states states says why it ended, too
             pane.set_exact(Decision(State.exited, Source.exit, reason, exit_code=code))
-        self.apply(session, pane.classify(self.engine.store, self.engine.freshness))
+        decision = pane.classify(self.engine.store, self.engine.freshness)
+        if decision.state == State.lost:
+            decision = Decision(State.lost, Source.exit, f"the host lost the pane: {reason}")
+        self.apply(session, decision)
 
     def status(self, session: Session, state: str, detail: str) -> None:
         """An exact state from the host (ACP): the pane's decision from now on. ``detail``

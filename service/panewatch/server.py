@@ -11,6 +11,7 @@ import uvicorn
 
 from .api import create_app
 from .config import Settings
+from .hosting import StartupError, open_hosting
 from .identity import TokenError, protect_process, resolve_token
 from .logs import setup_logging
 from .wiring import StartupRefused
@@ -27,14 +28,22 @@ def login_url(host: str, port: int, token: str) -> str:
 
 async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     """Serve until cancelled or signalled; ``settings.port`` 0 binds a free port."""
-    try:
-        settings, origin = resolve_token(settings)  # warns when agents can read the token
-    except TokenError as exc:
-        raise SystemExit(f"panewatch: {exc}") from None
-    generated = origin == "generated"
+    if settings.token or settings.token_file:  # --token/--token-file win over the kept one
+        try:
+            settings, _ = resolve_token(settings)  # warns when agents can read the token
+        except TokenError as exc:
+            raise SystemExit(f"panewatch: {exc}") from None
     if not protect_process():
         log.warning("could not make the server non-dumpable: agents of this user can read its memory")
-    app = create_app(settings)
+    # the host, the state folder, the registry and the kept token, before anything listens
+    hosting = open_hosting(state_dir=settings.state_dir, pane_host=settings.pane_host, token=settings.token)
+    if hosting.note:
+        log.warning(hosting.note)
+    generated = settings.token is None
+    if generated:  # kept 0600 in the state folder: a restart does not log the dashboard out
+        assert hosting.token is not None
+        settings = settings.model_copy(update={"token": hosting.token})
+    app = create_app(settings, hosting=hosting)
     # join the cluster before listening: a refusal (name clash, wrong credentials) is one
     # line and exit 2, never a half-joined node or a lifespan traceback
     join = getattr(app.state.engine, "join", None)
@@ -68,7 +77,7 @@ def serve(settings: Settings) -> int:
         asyncio.run(run(settings))
     except KeyboardInterrupt:
         pass
-    except StartupRefused as exc:
+    except (StartupError, StartupRefused) as exc:
         print(f"panewatch: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0

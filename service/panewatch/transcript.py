@@ -44,7 +44,8 @@ class Transcript:
     """The asciicast v2 recording of one session: ``output`` is an output listener (raw PTY bytes)."""
 
     def __init__(self, path: Path, *, rows: int, cols: int, max_bytes: int, loop: asyncio.AbstractEventLoop,
-                 title: str = "", command: Sequence[str] = (), session: str | None = None) -> None:
+                 title: str = "", command: Sequence[str] = (), session: str | None = None,
+                 resume: bool = False) -> None:
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.session = session
@@ -69,7 +70,36 @@ class Transcript:
         }
         if command:
             header["command"] = " ".join(command)
+        self._mode = "wb"
+        if resume and self._continue():
+            return
         self._append(_line(header))
+
+    def _continue(self) -> bool:
+        """An adopted session's recording goes on in its file: later events are timed after its
+        last one (a marker says where the restart was). False when there is no file to continue."""
+        try:
+            size = self.path.stat().st_size
+            with open(self.path, "rb") as f:
+                f.seek(max(0, size - 65536))
+                tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        except OSError:
+            return False
+        if size == 0:
+            return False
+        try:
+            last = json.loads(tail)
+            at = float(last[0]) if isinstance(last, list) else 0.0
+        except (ValueError, IndexError, TypeError):
+            at = 0.0  # a torn last line (killed mid-write): go on after it, never truncate the file
+            self._append(b"\n")
+        self._mode = "ab"
+        self._start = self.loop.time() - at
+        self.bytes = self.written = size
+        self.truncated = size >= self.max_bytes - MARKER_RESERVE
+        if not self.truncated:
+            self._append(_line([round(at, 6), "m", "panewatch: the session was adopted by a restarted server"]))
+        return True
 
     # -- recording (event loop) --------------------------------------------------------------
     def elapsed(self) -> float:
@@ -169,7 +199,7 @@ class Transcript:
     def _write(self, data: bytes) -> None:
         if self._file is None:  # opened here, not on the event loop
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "wb")  # noqa: SIM115 - kept open across writes
+            self._file = open(self.path, self._mode)  # noqa: SIM115 - kept open across writes
         self._file.write(data)
         self._file.flush()
 

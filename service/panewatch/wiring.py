@@ -12,6 +12,7 @@ from .engine import Engine
 from .hosts.base import PaneHost
 from .hosts.pty import PtyHost
 from .identity import state_dir
+from .keeper import Keeper
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
 from .proctree import Reaper
@@ -23,10 +24,11 @@ def build_store(settings: Settings) -> ManifestStore:
 
 
 def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
-                 hosts: Mapping[str, PaneHost] | None = None, private: Path | None = None) -> Engine:
+                 hosts: Mapping[str, PaneHost] | None = None, private: Path | None = None,
+                 keeper: Keeper | None = None) -> Engine:
     """The engine ``settings`` describe: ``hosts`` by kind (the first is the default), else ``host``,
     else the pty host with a reaper in the state folder (``private``, else ``state_dir(settings)``),
-    so every process of a pane dies with it and with the server."""
+    so every process of a pane dies with it and with the server; ``keeper`` writes the session registry."""
     if hosts is None:
         host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
@@ -36,15 +38,16 @@ def build_engine(settings: Settings, *, store: ManifestStore | None = None, host
         settle_ms=settings.settle_ms, cap_ms=settings.cap_ms, change_bytes=settings.change_bytes,
         report_freshness=settings.report_freshness_s, notifier=notifier,
         service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
-        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes,
+        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes, keeper=keeper,
     )
 
 
-def build_service_engine(settings: Settings, *, store: ManifestStore | None = None,
-                         private: Path | None = None) -> Engine:
-    """The engine a server runs: the local one, wrapped in the cluster façade when
-    ``cluster_url`` is set (nats-py is then needed: ``pip install 'panewatch[cluster]'``)."""
-    engine = build_engine(settings, store=store, private=private)
+def build_service_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
+                         keeper: Keeper | None = None, private: Path | None = None) -> Engine:
+    """The engine a server runs (on ``host``, with the session registry's ``keeper``): the local
+    one, wrapped in the cluster façade when ``cluster_url`` is set (nats-py is then needed:
+    ``pip install 'panewatch[cluster]'``)."""
+    engine = build_engine(settings, store=store, host=host, keeper=keeper, private=private)
     if not settings.cluster_url:
         return engine
     try:

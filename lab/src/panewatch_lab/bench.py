@@ -181,6 +181,10 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
     env = {**os.environ, "PANEWATCH_SETTLE_MS": str(settle_ms), "PANEWATCH_CAP_MS": str(cap_ms),
            "PANEWATCH_BACKEND": backend}
     env.pop("PANEWATCH_CONFIG", None)
+    # the pty host (the tmux host has its own benchmark, benchmarks/hosts.py) and a state folder
+    # of its own: a benchmark never adopts, nor leaves agents in, the user's sessions
+    env.setdefault("PANEWATCH_PANE_HOST", "pty")
+    env.setdefault("PANEWATCH_STATE_DIR", tempfile.mkdtemp(prefix="panewatch-bench-"))
     argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), f"--token={token}",
             "--mode", mode, "--sweep-ms", str(sweep_ms)]
     return Server(argv, env, port, token)

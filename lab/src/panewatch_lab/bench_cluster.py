@@ -69,6 +69,8 @@ def node_server(url: str, node: str, token: str) -> Server:
     argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), "--token", token,
             "--cluster-url", url, "--node", node, "--mode", "change"]
     env = {**os.environ, "XDG_STATE_HOME": tempfile.mkdtemp(prefix=f"pw-bench-{node}-")}
+    env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder
+    env.setdefault("PANEWATCH_PANE_HOST", "pty")  # agents end with the node (no tmux server left behind)
     return Server(argv, env, port, token)
 
 

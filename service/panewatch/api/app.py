@@ -12,8 +12,10 @@ from .. import __version__
 from ..auth import Gate
 from ..config import Settings
 from ..engine import Engine
+from ..hosting import Hosting
 from ..http_guard import HostAllowList, HttpGuard
 from ..identity import resolve_token, state_dir
+from ..keeper import Keeper
 from ..login import Logins
 from ..manifest import ManifestStore
 from ..report_socket import ReportSocket, socket_path
@@ -26,15 +28,18 @@ __all__ = ["create_app", "web_dir"]
 
 
 def create_app(settings: Settings | None = None, *, store: ManifestStore | None = None,
-               engine: Engine | None = None) -> FastAPI:
-    """The ASGI app. ``settings.token`` (or ``token_file``) must be set (``serve`` generates one when absent)."""
+               engine: Engine | None = None, hosting: Hosting | None = None) -> FastAPI:
+    """The ASGI app. ``settings.token`` (or ``token_file``) must be set (``serve`` sets one);
+    ``hosting`` (from ``serve``) brings the chosen pane host, the state folder and the session registry."""
     settings = settings or Settings()
     if not settings.token and settings.token_file:
         settings, _ = resolve_token(settings)
     if not settings.token:
         raise ValueError("create_app needs settings.token")
-    private = state_dir(settings)
-    engine = engine or build_service_engine(settings, store=store, private=private)
+    private = hosting.state_dir if hosting else state_dir(settings)
+    if engine is None:  # (an Engine with no sessions is falsy: it has a length)
+        engine = build_service_engine(settings, store=store, host=hosting.host if hosting else None,
+                                      keeper=Keeper(hosting.registry) if hosting else None, private=private)
     logins = Logins(settings.token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
     # hooks report here: the kernel names the calling process, its ancestry the pane
     report_socket = ReportSocket(socket_path(private), engine.agent_roots, routes_report.taker(engine))

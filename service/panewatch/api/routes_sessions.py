@@ -44,6 +44,14 @@ async def get_session(sid: str, engine: E) -> dict[str, Any]:
     return await settle(engine.get(sid))
 
 
+@router.post("/api/sessions/{sid}/resume", tags=["sessions"],
+             responses={409: {"description": "the session is not lost, or its agent cannot resume (no resume "
+                                             "command in its manifest, no conversation id reported)"}})
+async def resume_session(sid: str, engine: E) -> dict[str, Any]:
+    """A lost session's agent, started again on its own conversation in the same folder."""
+    return await engine.resume(sid)
+
+
 @router.delete("/api/sessions/{sid}", tags=["sessions"])
 async def delete_session(sid: str, engine: E) -> dict[str, Any]:
     return await engine.delete(sid)
