@@ -38,8 +38,13 @@ def log(text: str) -> None:
 
 
 def update(update_kind: str, **fields: Any) -> None:
-    out({"jsonrpc": "2.0", "method": "session/update",
-         "params": {"sessionId": SESSION, "update": {"sessionUpdate": update_kind, **fields}}})
+    out(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": SESSION, "update": {"sessionUpdate": update_kind, **fields}},
+        }
+    )
 
 
 def say(text: str) -> None:
@@ -72,19 +77,34 @@ async def run_turn(text: str, turn: Turn) -> str:
         return "end_turn"
     if word == "plan":
         update("agent_thought_chunk", content={"type": "text", "text": "Thinking about a plan."})
-        update("plan", entries=[{"content": "Read the code", "status": "completed", "priority": "high"},
-                                {"content": "Write the fix", "status": "in_progress", "priority": "medium"}])
+        update(
+            "plan",
+            entries=[
+                {"content": "Read the code", "status": "completed", "priority": "high"},
+                {"content": "Write the fix", "status": "in_progress", "priority": "medium"},
+            ],
+        )
         update("some_future_update_kind", whatever=True)
         say("Planned.")
         return "end_turn"
     if word in ("perm", "withdraw"):
-        call = {"toolCallId": "call-1", "title": "touch marker.txt", "kind": "execute", "status": "pending",
-                "rawInput": {"command": "touch marker.txt"}}
+        call = {
+            "toolCallId": "call-1",
+            "title": "touch marker.txt",
+            "kind": "execute",
+            "status": "pending",
+            "rawInput": {"command": "touch marker.txt"},
+        }
         update("tool_call", **call)
-        params = {"sessionId": SESSION, "toolCall": call, "options": [
-            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-            {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
-            {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}
+        params = {
+            "sessionId": SESSION,
+            "toolCall": call,
+            "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        }
         if word == "withdraw":
             rid = next(_ids)
             out({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": params})
@@ -105,8 +125,12 @@ async def run_turn(text: str, turn: Turn) -> str:
             update("tool_call_update", toolCallId="call-1", status="in_progress")
             with open(os.path.join(os.getcwd(), "marker.txt"), "w") as fh:
                 fh.write("ran\n")
-            update("tool_call_update", toolCallId="call-1", status="completed",
-                   content=[{"type": "content", "content": {"type": "text", "text": "created marker.txt"}}])
+            update(
+                "tool_call_update",
+                toolCallId="call-1",
+                status="completed",
+                content=[{"type": "content", "content": {"type": "text", "text": "created marker.txt"}}],
+            )
             say("Done.")
         else:
             update("tool_call_update", toolCallId="call-1", status="failed")
@@ -121,8 +145,10 @@ async def run_turn(text: str, turn: Turn) -> str:
             await asyncio.sleep(3600)
         return "cancelled"
     if word == "nooptions":
-        answer = await ask("session/request_permission", {
-            "sessionId": SESSION, "toolCall": {"toolCallId": "call-2", "title": "rm -rf /"}, "options": []})
+        answer = await ask(
+            "session/request_permission",
+            {"sessionId": SESSION, "toolCall": {"toolCallId": "call-2", "title": "rm -rf /"}, "options": []},
+        )
         say(f"client said: {json.dumps(answer.get('error') or answer.get('result'))}")
         return "end_turn"
     if word == "malformed":
@@ -195,9 +221,18 @@ async def main() -> None:
             if ARGS.silent_init:
                 log("not answering initialize")
                 continue
-            out({"jsonrpc": "2.0", "id": rid, "result": {
-                "protocolVersion": ARGS.protocol, "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "scripted", "title": "Scripted agent", "version": "1.0"}, "authMethods": []}})
+            out(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {
+                        "protocolVersion": ARGS.protocol,
+                        "agentCapabilities": {"loadSession": False},
+                        "agentInfo": {"name": "scripted", "title": "Scripted agent", "version": "1.0"},
+                        "authMethods": [],
+                    },
+                }
+            )
         elif method == "session/new":
             out({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": SESSION}})
         elif method == "session/prompt":

@@ -87,16 +87,32 @@ class Node:
         self.port = free_port()
         self.state_dir = tempfile.mkdtemp(prefix=f"pw-node-{name}-")
         self.proc: subprocess.Popen[bytes] | None = None
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}",
-                                 headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
+        self.http = httpx.Client(
+            base_url=f"http://127.0.0.1:{self.port}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15
+        )
 
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--token", TOKEN,
-                "--cluster-url", self.cluster_url, "--node", self.name, "--sweep-ms", "100", *self.extra]
+        return [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "serve",
+            "--port",
+            str(self.port),
+            "--token",
+            TOKEN,
+            "--cluster-url",
+            self.cluster_url,
+            "--node",
+            self.name,
+            "--sweep-ms",
+            "100",
+            *self.extra,
+        ]
 
     def start(self, wait: bool = True) -> None:
         env = {**os.environ, "XDG_STATE_HOME": self.state_dir}

@@ -25,13 +25,20 @@ from panewatch_lab.loopback import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 #: The lab's manifests (its ``fake`` agent), when the lab is installed: not bundled with the runtime.
-LAB_MANIFESTS = Path(spec.origin).with_name("manifests") if (spec := find_spec("panewatch_lab")) and spec.origin else None
+LAB_MANIFESTS = (
+    Path(spec.origin).with_name("manifests") if (spec := find_spec("panewatch_lab")) and spec.origin else None
+)
 ARTIFACTS = REPO / "artifacts"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 RULE = "─" * 40
@@ -67,9 +74,26 @@ class Server:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = open(self.log_dir / f"server-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--token", self.token,
-             "--state-dir", str(self.state_dir), "--sweep-ms", "100", *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else [])],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "panewatch",
+                "serve",
+                "--port",
+                str(self.port),
+                "--token",
+                self.token,
+                "--state-dir",
+                str(self.state_dir),
+                "--sweep-ms",
+                "100",
+                *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else []),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         if log is not subprocess.DEVNULL:
             log.close()
@@ -285,7 +309,7 @@ def shell() -> list[str]:
 SHELL_ENV = {"PS1": "sh$ ", "HISTFILE": "/dev/null"}
 
 
-CAPTURE_AGENT = r'''
+CAPTURE_AGENT = r"""
 import os, re, sys, time, tty
 path, rule, idle_line = sys.argv[1:4]
 fd = sys.stdin.fileno()
@@ -299,7 +323,7 @@ while not key:
     key = reply.sub("", os.read(fd, 256).decode(errors="replace"))[:1]
 os.write(1, ("\x1b[2J\x1b[H answered %s\r\n%s\r\n❯ \r\n%s\r\n%s\r\n" % (key, rule, rule, idle_line)).encode())
 time.sleep(600)
-'''
+"""
 
 
 def capture_agent(path: Path) -> list[str]:
@@ -310,11 +334,16 @@ def capture_agent(path: Path) -> list[str]:
 # Chromium logs every refused HTTP request and every failed WebSocket handshake in the console;
 # a 4xx the page asked for and explains (a refused send, a bad form field) or a connection the
 # page is retrying while the server restarts is no error of the page.
-_EXPECTED_NOISE = ("Failed to load resource: the server responded with a status of 409",
-                   "Failed to load resource: the server responded with a status of 422")
-_NETWORK_NOISE = ("Failed to load resource: net::ERR_CONNECTION_REFUSED", "WebSocket connection to",
-                  "Failed to load resource: the server responded with a status of 401",
-                  "Failed to load resource: the server responded with a status of 403")
+_EXPECTED_NOISE = (
+    "Failed to load resource: the server responded with a status of 409",
+    "Failed to load resource: the server responded with a status of 422",
+)
+_NETWORK_NOISE = (
+    "Failed to load resource: net::ERR_CONNECTION_REFUSED",
+    "WebSocket connection to",
+    "Failed to load resource: the server responded with a status of 401",
+    "Failed to load resource: the server responded with a status of 403",
+)
 
 
 def console_errors(errors: list[str], *, network_down: bool = False):
@@ -324,4 +353,5 @@ def console_errors(errors: list[str], *, network_down: bool = False):
     def on_console(msg: Any) -> None:
         if msg.type == "error" and not msg.text.startswith(noise):
             errors.append(msg.text)
+
     return on_console

@@ -25,8 +25,10 @@ async def wait_state(engine: Engine, sid: str, state: str, timeout: float = 8.0)
         if info["state"] == state:
             return info
         if time.monotonic() > deadline:
-            raise AssertionError(f"{sid} stayed {info['state']} ({info['source']} {info['rule']}), "
-                                 f"wanted {state}:\n{screen_text(engine, sid)}")
+            raise AssertionError(
+                f"{sid} stayed {info['state']} ({info['source']} {info['rule']}), "
+                f"wanted {state}:\n{screen_text(engine, sid)}"
+            )
         await asyncio.sleep(0.02)
 
 

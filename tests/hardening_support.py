@@ -27,12 +27,33 @@ def free_port() -> int:
 class ServerProcess:
     """``python -m panewatch serve`` on loopback; ``token`` is read from the file or the login URL it prints."""
 
-    def __init__(self, state_dir: Path, *, token_file: Path | None = None, token: str | None = None,
-                 env: dict[str, str] | None = None, extra: list[str] | None = None, pane_host: str = "pty") -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        token_file: Path | None = None,
+        token: str | None = None,
+        env: dict[str, str] | None = None,
+        extra: list[str] | None = None,
+        pane_host: str = "pty",
+    ) -> None:
         self.port = free_port()
         self.state_dir = state_dir
-        argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--state-dir", str(state_dir),
-                "--sweep-ms", "100", "--pane-host", pane_host, *(extra or [])]
+        argv = [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "serve",
+            "--port",
+            str(self.port),
+            "--state-dir",
+            str(state_dir),
+            "--sweep-ms",
+            "100",
+            "--pane-host",
+            pane_host,
+            *(extra or []),
+        ]
         # pty by default: these tests are about the pty host's reaper, and a tmux host would keep
         # its agents (and its tmux server) after the test's server stops
         if token_file is not None:

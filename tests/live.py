@@ -52,18 +52,22 @@ class Live:
                 return info
             if asyncio.get_running_loop().time() > deadline:
                 screen = (await self.http.get(f"/api/sessions/{sid}/screen")).json()
-                raise AssertionError(f"{sid} is {info['state']} ({info['source']} {info['rule']}), wanted {state}\n"
-                                     + "\n".join(screen["rows"]))
+                raise AssertionError(
+                    f"{sid} is {info['state']} ({info['source']} {info['rule']}), wanted {state}\n"
+                    + "\n".join(screen["rows"])
+                )
             await asyncio.sleep(0.05)
 
 
 async def next_event(ws: Any, kind: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
     """The next event of this type whose fields match."""
+
     async def find() -> dict[str, Any]:
         while True:
             event = json.loads(await ws.recv())
             if event.get("type") == kind and all(event.get(k) == v for k, v in match.items()):
                 return event
+
     return await asyncio.wait_for(find(), timeout)
 
 

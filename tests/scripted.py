@@ -22,17 +22,24 @@ IDLE = f"printf '%s\\r\\n\\xe2\\x9d\\xaf \\r\\n%s\\r\\n  ? for shortcuts' '{RULE
 def claude_like(*, prompt_after: float = 0.3, work: float = 0.5, key_needs_enter: bool = False) -> str:
     """A turn: work, a permission prompt answered by one key (Claude's menus), work, idle."""
     read = "read -r key" if key_needs_enter else "read -rsn1 key"
-    return "; ".join([
-        "stty -echo",
-        WORKING, f"sleep {prompt_after}",
-        PROMPT, read,
-        ERASE_PROMPT, "printf ' answered %s\\r\\n' \"$key\"",
-        WORKING, f"sleep {work}",
-        "printf '\\x1b[2J\\x1b[H'", IDLE,
-        "read -r next",
-        "printf '\\r\\n got %s\\r\\n' \"$next\"",
-        "sleep 30",
-    ])
+    return "; ".join(
+        [
+            "stty -echo",
+            WORKING,
+            f"sleep {prompt_after}",
+            PROMPT,
+            read,
+            ERASE_PROMPT,
+            "printf ' answered %s\\r\\n' \"$key\"",
+            WORKING,
+            f"sleep {work}",
+            "printf '\\x1b[2J\\x1b[H'",
+            IDLE,
+            "read -r next",
+            "printf '\\r\\n got %s\\r\\n' \"$next\"",
+            "sleep 30",
+        ]
+    )
 
 
 def stubborn_prompt() -> str:

@@ -48,18 +48,23 @@ async def test_prompt_permission_answer_cancel_over_http_and_ws_state(tmp_path: 
         screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()
         prompt = screen["prompt"]
         assert prompt["kind"] == "options" and [o["option_id"] for o in prompt["options"]] == [
-            "allow", "allow-always", "reject"]
+            "allow",
+            "allow-always",
+            "reject",
+        ]
         assert any("Permission: touch marker.txt" in row for row in screen["rows"])
         conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
         request = conv["permission"]["request"]
 
-        r = await live.http.post(f"/api/sessions/{sid}/answer",
-                                 json={"option": "allow", "request": request, "confirm": True})
+        r = await live.http.post(
+            f"/api/sessions/{sid}/answer", json={"option": "allow", "request": request, "confirm": True}
+        )
         assert r.status_code == 200 and r.json()["took"] is True, r.text
         await next_event(ws, "state", session=sid, state="idle")
         assert (tmp_path / "marker.txt").read_text() == "ran\n"
-        r = await live.http.post(f"/api/sessions/{sid}/answer",
-                                 json={"option": "allow", "request": request, "confirm": True})
+        r = await live.http.post(
+            f"/api/sessions/{sid}/answer", json={"option": "allow", "request": request, "confirm": True}
+        )
         assert (r.status_code == 409 and "no longer pending" in r.json()["detail"]) or "no permission" in r.text
 
         # a second prompt, then cancel (an explicit action) ends idle with cancelled
@@ -69,8 +74,7 @@ async def test_prompt_permission_answer_cancel_over_http_and_ws_state(tmp_path: 
         assert r.status_code == 200, r.text
         idle = await next_event(ws, "state", session=sid, state="idle")
         assert idle["rule"] == "stopReason" and idle["why"] == "stopReason cancelled"
-        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": 1, "request": request,
-                                                                       "confirm": True})
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": 1, "request": request, "confirm": True})
         assert r.status_code == 409
         r = await live.http.post(f"/api/sessions/{sid}/cancel")
         assert r.status_code == 409 and "nothing to cancel" in r.json()["detail"]
@@ -89,6 +93,7 @@ async def test_conversation_websocket_and_exit(tmp_path: Path) -> None:
                     view = json.loads(await ws.recv())
                     if view["plan"] and view["state"] == "idle":
                         return view
+
             view = await asyncio.wait_for(planned(), 10)
             assert [p["status"] for p in view["plan"]] == ["completed", "in_progress"]
             assert any(e["kind"] == "agent" and e["text"] == "Planned." for e in view["entries"])

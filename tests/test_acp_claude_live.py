@@ -22,8 +22,14 @@ from test_acp_client import Recorder
 from test_lab_claude_live import free_port
 
 ADAPTER = find_adapter()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(ADAPTER is None, reason=f"the ACP adapter is not installed (npm install --prefix "
-                                f".lab-npm {PACKAGE}@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_ACP_BIN)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        ADAPTER is None,
+        reason=f"the ACP adapter is not installed (npm install --prefix "
+        f".lab-npm {PACKAGE}@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_ACP_BIN)",
+    ),
+]
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -44,7 +50,9 @@ def mock(tmp_path: Path) -> Iterator[Mock]:
     port, log = free_port(), tmp_path / "mock.jsonl"
     server = subprocess.Popen(
         [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp", "--log", str(log)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_listening(port, server, "mock API")
         yield Mock(f"http://127.0.0.1:{port}", log)
@@ -58,8 +66,13 @@ async def test_claude_over_acp_permission_answer_second_prompt_cancel(mock: Mock
     project.mkdir()
     rec = Recorder()
     assert ADAPTER is not None
-    client = AcpClient([ADAPTER], cwd=str(project), env=adapter_env(tmp_path / "home", mock.url, API_KEY),
-                       listener=rec, timeouts=Timeouts(initialize=60, new_session=60, cancel=20))
+    client = AcpClient(
+        [ADAPTER],
+        cwd=str(project),
+        env=adapter_env(tmp_path / "home", mock.url, API_KEY),
+        listener=rec,
+        timeouts=Timeouts(initialize=60, new_session=60, cancel=20),
+    )
     try:
         ready = await rec.until("idle", 90)
         assert ready.startswith("session/new: ready, Claude Agent 0.23.1"), ready
@@ -89,8 +102,18 @@ async def test_claude_over_acp_permission_answer_second_prompt_cancel(mock: Mock
         client.cancel()
         assert await rec.until("idle", 30) == "stopReason cancelled"
         states = [s for s, _ in rec.states]
-        assert states == ["idle", "working", "blocked", "working", "idle", "working", "idle", "working", "working",
-                          "idle"]
+        assert states == [
+            "idle",
+            "working",
+            "blocked",
+            "working",
+            "idle",
+            "working",
+            "idle",
+            "working",
+            "working",
+            "idle",
+        ]
     finally:
         await client.terminate(grace=3)
         client.close()
@@ -116,8 +139,11 @@ async def test_claude_acp_session_through_the_server(mock: Mock, tmp_path: Path)
         blocked = await next_event(ws, "state", session=sid, state="blocked", timeout=60)
         seen = time.time()
         assert blocked["source"] == "acp" and "echo panewatch-acp-$((6*7))" in blocked["why"]
-        asked = next(r for r in map(json.loads, tap.read_text().splitlines())
-                     if r["dir"] == "from_agent" and '"session/request_permission"' in r["line"])
+        asked = next(
+            r
+            for r in map(json.loads, tap.read_text().splitlines())
+            if r["dir"] == "from_agent" and '"session/request_permission"' in r["line"]
+        )
         sent, asked_at = json.loads(asked["line"]), asked["wall"]
         latency_ms = (seen - asked_at) * 1000
         print(f"\nblocked on /ws/state {latency_ms:.1f} ms after the agent sent session/request_permission")
@@ -127,8 +153,10 @@ async def test_claude_acp_session_through_the_server(mock: Mock, tmp_path: Path)
         r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "acp:hello"})
         assert r.status_code == 409
         conv = (await live.http.get(f"/api/sessions/{sid}/conversation")).json()
-        r = await live.http.post(f"/api/sessions/{sid}/answer", json={
-            "option": "allow", "request": conv["permission"]["request"], "confirm": True})
+        r = await live.http.post(
+            f"/api/sessions/{sid}/answer",
+            json={"option": "allow", "request": conv["permission"]["request"], "confirm": True},
+        )
         assert r.status_code == 200 and r.json()["took"] is True, r.text
         await next_event(ws, "state", session=sid, state="working", rule="session/request_permission")
         idle = await next_event(ws, "state", session=sid, state="idle", timeout=60)

@@ -42,12 +42,14 @@ class Recorder:
 
     async def until(self, state: str, timeout: float = 10.0) -> str:
         """Wait for ``state``; returns its why."""
+
         async def wait() -> str:
             while True:
                 if self.states and self.states[-1][0] == state:
                     return self.states[-1][1]
                 self.moved.clear()
                 await self.moved.wait()
+
         return await asyncio.wait_for(wait(), timeout)
 
 
@@ -60,8 +62,9 @@ async def start(tmp_path):
 
     async def go(*flags: str, timeouts: Timeouts = QUICK, ready: bool = True):
         rec = Recorder()
-        client = AcpClient([sys.executable, AGENT, *flags], cwd=str(tmp_path), env=None, listener=rec,
-                           timeouts=timeouts)
+        client = AcpClient(
+            [sys.executable, AGENT, *flags], cwd=str(tmp_path), env=None, listener=rec, timeouts=timeouts
+        )
         clients.append(client)
         if ready:
             await rec.until("idle")

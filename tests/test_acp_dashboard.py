@@ -18,8 +18,9 @@ from live import wait_listening
 from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
 
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+    )
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
 expect = sync_api.expect
@@ -67,10 +68,13 @@ def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path
     card.locator(".send-text").fill("perm")
     card.locator(".send-button").click()
     expect(card.locator(".badge-state")).to_have_text("blocked")
-    expect(card.locator(".badge")).to_have_attribute("title", "source: acp · rule: session/request_permission\n"
-                                                              "session/request_permission: touch marker.txt (execute) "
-                                                              "— options: Allow [allow], Always allow [allow-always], "
-                                                              "Reject [reject]")
+    expect(card.locator(".badge")).to_have_attribute(
+        "title",
+        "source: acp · rule: session/request_permission\n"
+        "session/request_permission: touch marker.txt (execute) "
+        "— options: Allow [allow], Always allow [allow-always], "
+        "Reject [reject]",
+    )
     perm = card.locator(".acp-permission")
     expect(perm).to_be_visible()
     expect(perm.locator(".acp-perm-title")).to_have_text("touch marker.txt (execute)")
@@ -95,8 +99,7 @@ def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-acp-permission.png"), full_page=True)
     confirm.get_by_role("button", name="Confirm").click()
-    expect(card.locator(".acp-result")).to_have_text(
-        re.compile(r"^✓ Answered “Always allow”; now (working|idle)\.$"))
+    expect(card.locator(".acp-result")).to_have_text(re.compile(r"^✓ Answered “Always allow”; now (working|idle)\.$"))
     expect(card.locator(".badge-state")).to_have_text("idle")
     expect(perm).to_be_hidden()
     expect(card.locator(".acp-tool")).to_have_attribute("data-status", "completed")
@@ -134,8 +137,11 @@ def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: 
     if adapter is None:
         pytest.skip(f"the ACP adapter is not installed (npm install --prefix .lab-npm {PACKAGE}@{PINNED_VERSION})")
     port, log = free_port(), tmp_path / "mock.jsonl"
-    mock = subprocess.Popen([sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp",
-                             "--log", str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp", "--log", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_listening(port, mock, "mock API")
         project = tmp_path / "project"

@@ -17,8 +17,12 @@ from test_acp_client import Recorder
 agent_labs = pytest.importorskip("panewatch_lab.agent_labs", reason="the lab's Gemini mock (agents branch) is absent")
 LAB = agent_labs.get_lab("gemini")
 GEMINI = LAB.find()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(GEMINI is None, reason=f"Gemini CLI is not installed (npm install --prefix .lab-npm "
-                                f"{LAB.package}@{LAB.pinned})")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        GEMINI is None, reason=f"Gemini CLI is not installed (npm install --prefix .lab-npm {LAB.package}@{LAB.pinned})"
+    ),
+]
 
 
 async def test_gemini_over_acp_permission_and_cancel(tmp_path: Path) -> None:
@@ -32,8 +36,13 @@ async def test_gemini_over_acp_permission_and_cancel(tmp_path: Path) -> None:
     rec = Recorder()
     env = LAB.prepare(tmp_path / "home", project, f"http://127.0.0.1:{port}")
     assert GEMINI is not None
-    client = AcpClient([GEMINI, "--experimental-acp"], cwd=str(project), env=env, listener=rec,
-                       timeouts=Timeouts(initialize=60, new_session=60, cancel=20))
+    client = AcpClient(
+        [GEMINI, "--experimental-acp"],
+        cwd=str(project),
+        env=env,
+        listener=rec,
+        timeouts=Timeouts(initialize=60, new_session=60, cancel=20),
+    )
     try:
         assert (await rec.until("idle", 90)).startswith("session/new: ready, Gemini CLI")
         client.prompt("task:bash")

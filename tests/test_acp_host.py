@@ -45,6 +45,7 @@ class Sink:
                     return self.statuses[-1][1]
                 self.moved.clear()
                 await self.moved.wait()
+
         return await asyncio.wait_for(wait(), timeout)
 
     def text(self) -> str:

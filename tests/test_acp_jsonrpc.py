@@ -19,9 +19,13 @@ class Wire:
         self.notes: list[tuple[str, Any]] = []
         self.requests: list[tuple[str, Any, Any]] = []
         self.answer: Any = {"ok": True}
-        self.peer = Peer(lambda b: self.sent.append(json.loads(b)), on_request=self.on_request,
-                         on_notification=lambda m, p: self.notes.append((m, p)),
-                         on_fault=lambda f: self.faults.append((f.kind, f.detail)), **kw)
+        self.peer = Peer(
+            lambda b: self.sent.append(json.loads(b)),
+            on_request=self.on_request,
+            on_notification=lambda m, p: self.notes.append((m, p)),
+            on_fault=lambda f: self.faults.append((f.kind, f.detail)),
+            **kw,
+        )
 
     def on_request(self, method: str, params: Any, rid: Any) -> Any:
         self.requests.append((method, params, rid))
@@ -41,15 +45,17 @@ async def test_a_response_split_anywhere_resolves_the_request() -> None:
     assert w.sent == [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"v": 1}}]
     raw = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"ok": 1}}).encode() + b"\n"
     for i in range(len(raw)):
-        w.peer.feed(raw[i:i + 1])
+        w.peer.feed(raw[i : i + 1])
     assert await fut == {"ok": 1}
 
 
 async def test_requests_from_the_peer_are_answered_with_their_own_id_even_zero() -> None:
     w = Wire()
     w.feed({"jsonrpc": "2.0", "id": 0, "method": "x", "params": {}}, {"jsonrpc": "2.0", "id": "a", "method": "boom"})
-    assert w.sent == [{"jsonrpc": "2.0", "id": 0, "result": {"ok": True}},
-                      {"jsonrpc": "2.0", "id": "a", "error": {"code": -32601, "message": "no boom"}}]
+    assert w.sent == [
+        {"jsonrpc": "2.0", "id": 0, "result": {"ok": True}},
+        {"jsonrpc": "2.0", "id": "a", "error": {"code": -32601, "message": "no boom"}},
+    ]
 
 
 async def test_an_awaitable_answer_is_sent_when_it_is_ready() -> None:
@@ -63,17 +69,20 @@ async def test_an_awaitable_answer_is_sent_when_it_is_ready() -> None:
     assert w.sent == [{"jsonrpc": "2.0", "id": 7, "result": {"picked": "allow"}}]
 
 
-@pytest.mark.parametrize(("line", "kind", "reply"), [
-    ("npm WARN something", "noise", False),
-    ("{not json", "noise", False),
-    ("[1, 2]", "malformed", False),
-    ('"just a string"', "malformed", False),
-    ('{"jsonrpc": "1.0", "id": 3, "method": "m"}', "malformed", True),
-    ('{"jsonrpc": "2.0", "id": true, "method": "m"}', "malformed", False),
-    ('{"jsonrpc": "2.0", "method": 5}', "malformed", False),
-    ('{"jsonrpc": "2.0"}', "malformed", False),
-    ('{"jsonrpc": "2.0", "id": 99, "result": 1}', "unmatched", False),
-])
+@pytest.mark.parametrize(
+    ("line", "kind", "reply"),
+    [
+        ("npm WARN something", "noise", False),
+        ("{not json", "noise", False),
+        ("[1, 2]", "malformed", False),
+        ('"just a string"', "malformed", False),
+        ('{"jsonrpc": "1.0", "id": 3, "method": "m"}', "malformed", True),
+        ('{"jsonrpc": "2.0", "id": true, "method": "m"}', "malformed", False),
+        ('{"jsonrpc": "2.0", "method": 5}', "malformed", False),
+        ('{"jsonrpc": "2.0"}', "malformed", False),
+        ('{"jsonrpc": "2.0", "id": 99, "result": 1}', "unmatched", False),
+    ],
+)
 async def test_bad_lines_are_reported_not_raised(line: str, kind: str, reply: bool) -> None:
     w = Wire()
     w.feed(line)

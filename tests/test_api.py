@@ -39,8 +39,13 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         assert set(ev) >= {"session", "state", "prev", "source", "rule", "at"}
 
         screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
-        assert screen["prompt"] == {"kind": "options", "options": [
-            {"option": 1, "label": "Yes", "selected": True}, {"option": 2, "label": "No", "selected": False}]}
+        assert screen["prompt"] == {
+            "kind": "options",
+            "options": [
+                {"option": 1, "label": "Yes", "selected": True},
+                {"option": 2, "label": "No", "selected": False},
+            ],
+        }
 
         r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "hello"})
         assert r.status_code == 409
@@ -66,8 +71,13 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
 
 
 async def test_session_lifecycle_and_views(live, tmp_path):
-    s = await live.create(command=bash("printf 'hello from %s\\r\\n' \"$PWD\"; sleep 30"), cwd=str(tmp_path),
-                          rows=10, cols=200, name="demo")
+    s = await live.create(
+        command=bash("printf 'hello from %s\\r\\n' \"$PWD\"; sleep 30"),
+        cwd=str(tmp_path),
+        rows=10,
+        cols=200,
+        name="demo",
+    )
     assert s["name"] == "demo" and s["cwd"] == str(tmp_path) and s["pid"] > 0
     listed = (await live.http.get("/api/sessions")).json()["sessions"]
     assert [x["id"] for x in listed] == [s["id"]]
@@ -182,8 +192,9 @@ async def test_report_endpoint_auth_and_validation(live):
     async with httpx.AsyncClient(base_url=live.url) as c:
         auth = {"Authorization": f"Bearer {token}"}
         assert (await c.post(url, json={"state": "working"})).status_code == 401
-        assert (await c.post(url, json={"state": "working"}, headers={"Authorization": f"Bearer {TOKEN}"})
-                ).status_code == 403  # the API token is not a report token
+        assert (
+            await c.post(url, json={"state": "working"}, headers={"Authorization": f"Bearer {TOKEN}"})
+        ).status_code == 403  # the API token is not a report token
         # a wrong token gets the same answer whether the session exists or not (no oracle)
         wrong = await c.post(url, json={"state": "working"}, headers={"Authorization": "Bearer nope-nope"})
         unknown = await c.post("/report?session=nope", json={"state": "working"}, headers=auth)
@@ -191,8 +202,9 @@ async def test_report_endpoint_auth_and_validation(live):
         assert (await c.post(url, content=b"not json", headers=auth)).status_code == 422
         assert (await c.post(url, json=["a"], headers=auth)).status_code == 422
         assert (await c.post(url, json={"state": "waiting"}, headers=auth)).status_code == 422
-        assert (await c.post(url, json={"hook_event_name": "Stop", "pad": "x" * 70000}, headers=auth)
-                ).status_code == 413
+        assert (
+            await c.post(url, json={"hook_event_name": "Stop", "pad": "x" * 70000}, headers=auth)
+        ).status_code == 413
         r = await c.post(url, json={"hook_event_name": "SubagentStop"}, headers=auth)
         assert r.status_code == 202 and r.json()["accepted"] is False
         r = await c.post(url, json={"hook_event_name": "PreToolUse", "tool_name": "Bash"}, headers=auth)
@@ -206,17 +218,20 @@ async def test_hook_command_reaches_report_with_curl(live, tmp_path):
     from panewatch.integrations.claude import REPORT_COMMAND
 
     script = tmp_path / "hook.sh"
-    script.write_text(f"printf ' ? for shortcuts'; sleep 0.5; "
-                      f"echo '{{\"hook_event_name\":\"PermissionRequest\",\"tool_name\":\"Bash\"}}' | {REPORT_COMMAND}; "
-                      f"sleep 30\n")
+    script.write_text(
+        f"printf ' ? for shortcuts'; sleep 0.5; "
+        f'echo \'{{"hook_event_name":"PermissionRequest","tool_name":"Bash"}}\' | {REPORT_COMMAND}; '
+        f"sleep 30\n"
+    )
     s = await live.create(agent="claude", command=["bash", str(script)], rows=6, cols=40)
     info = await live.wait_state(s["id"], "blocked")
     assert (info["source"], info["rule"]) == ("hook", "PermissionRequest")
 
 
 async def test_screen_websocket_full_then_changed_rows(live):
-    s = await live.create(command=bash("printf 'one\\r\\n'; read -r x; printf 'two %s\\r\\n' \"$x\"; sleep 30"),
-                          rows=6, cols=40)
+    s = await live.create(
+        command=bash("printf 'one\\r\\n'; read -r x; printf 'two %s\\r\\n' \"$x\"; sleep 30"), rows=6, cols=40
+    )
     async with live.ws(f"/ws/sessions/{s['id']}/screen") as ws:
         first = json.loads(await ws.recv())
         assert first["full"] is True and len(first["rows"]) == 6
@@ -242,9 +257,14 @@ async def test_screen_websocket_full_then_changed_rows(live):
 async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
     """A client that never reads: the agent's output keeps flowing and other clients are served."""
     # one process, no fork per line: the output's pace is the PTY's, not the machine's fork rate
-    s = await live.create(command=bash("x=$(printf 'x%.0s' $(seq 80)); i=0; while [ $i -lt 4000 ]; do "
-                                       "printf 'line %05d %s\\r\\n' $i \"$x\"; i=$((i+1)); done; printf 'END'; sleep 30"),
-                          rows=40, cols=120)
+    s = await live.create(
+        command=bash(
+            "x=$(printf 'x%.0s' $(seq 80)); i=0; while [ $i -lt 4000 ]; do "
+            "printf 'line %05d %s\\r\\n' $i \"$x\"; i=$((i+1)); done; printf 'END'; sleep 30"
+        ),
+        rows=40,
+        cols=120,
+    )
     stuck = await live.ws(f"/ws/sessions/{s['id']}/screen", max_size=None).__aenter__()
     stuck.transport.pause_reading()  # never read: its socket buffers fill up
     try:
@@ -264,11 +284,21 @@ async def test_wait_command_exits_0_when_reached_and_1_on_timeout(live):
     cmd = [sys.executable, "-m", "panewatch", "wait", s["id"], "--until"]
     proc = await asyncio.create_subprocess_exec(*cmd, "blocked", "--timeout", "10", env=env)
     assert await proc.wait() == 0
-    proc = await asyncio.create_subprocess_exec(*cmd, "idle", "--timeout", "0.5", env=env,
-                                                stderr=subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(*cmd, "idle", "--timeout", "0.5", env=env, stderr=subprocess.PIPE)
     assert await proc.wait() == 1
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "panewatch", "wait", "nope", "--until", "idle",
-                                                "--timeout", "2", env=env, stderr=subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "panewatch",
+        "wait",
+        "nope",
+        "--until",
+        "idle",
+        "--timeout",
+        "2",
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     assert await proc.wait() == 2
 
 

@@ -22,8 +22,19 @@ pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host un
 
 def register(state: Path, sid: str, ref: str | None, kind: str = "tmux", name: str = "shell") -> None:
     reg = Registry.in_state_dir(state)
-    reg.add(Record(id=sid, name=name, command=["sh"], cwd="/", token_hash=hash_token("t"), host_kind=kind,
-                   host_ref=ref, rows=20, cols=70))
+    reg.add(
+        Record(
+            id=sid,
+            name=name,
+            command=["sh"],
+            cwd="/",
+            token_hash=hash_token("t"),
+            host_kind=kind,
+            host_ref=ref,
+            rows=20,
+            cols=70,
+        )
+    )
     reg.close()
 
 
@@ -31,9 +42,15 @@ def run_attach(state: Path, session: str) -> tuple[subprocess.Popen[bytes], int]
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color"}
-    proc = subprocess.Popen([sys.executable, "-m", "panewatch", "attach", session, "--state-dir", str(state)],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
-                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "panewatch", "attach", session, "--state-dir", str(state)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+    )
     os.close(slave)
     os.set_blocking(master, False)
     return proc, master
@@ -94,11 +111,21 @@ def test_attach_to_a_pty_session_says_it_needs_tmux(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     register(state, "pty1", "4242", kind="pty")
-    proc = subprocess.run([sys.executable, "-m", "panewatch", "attach", "pty1", "--state-dir", str(state)],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "panewatch", "attach", "pty1", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("panewatch: session pty1 runs on the pty host; attach needs the tmux host "
-                                   "(start `panewatch serve --pane-host tmux`, then create the session again)")
-    proc = subprocess.run([sys.executable, "-m", "panewatch", "attach", "nope", "--state-dir", str(state)],
-                          capture_output=True, text=True, timeout=30)
+    assert proc.stderr.strip() == (
+        "panewatch: session pty1 runs on the pty host; attach needs the tmux host "
+        "(start `panewatch serve --pane-host tmux`, then create the session again)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "panewatch", "attach", "nope", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == f"panewatch: no session 'nope' in {state}"

@@ -33,14 +33,29 @@ def test_quick_bench_prints_every_figure(tmp_path):
     out_json = tmp_path / "figures.json"
     proc = subprocess.run(
         [sys.executable, "-m", "panewatch", "bench", "--quick", "--json", str(out_json)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
     for heading in ("## 1. Prompt drawn", "## 2. Many agents", "## 3. One pane flooding", "## 4. Screen feed"):
         assert heading in text, text
-    for label in ("median", "p99", "max", "server CPU", "RSS/session", "sweep p99", "loop lag p99",
-                  "API p99", "emulated", "change/sweep", "pyte + wrapper", "pyte (bare)"):
+    for label in (
+        "median",
+        "p99",
+        "max",
+        "server CPU",
+        "RSS/session",
+        "sweep p99",
+        "loop lag p99",
+        "API p99",
+        "emulated",
+        "change/sweep",
+        "pyte + wrapper",
+        "pyte (bare)",
+    ):
         assert label in text, label
     figures = json.loads(out_json.read_text())
     for mode in ("sweep", "change"):
@@ -85,8 +100,9 @@ def test_an_event_before_the_previous_change_is_not_taken_for_a_later_one():
     d = match_delays(truth, _events({"a": [(0.03, "blocked"), (1.04, "working")]}), start=0.5, end=2.5)
     assert d.total == 2 and d.missed == 1 and d.prompts == []
     # an event seen a hair before the agent noted its clock (it was descheduled) counts as no delay
-    d = match_delays(truth, _events({"a": [(0.03, "blocked"), (1.04, "working"), (1.999, "blocked")]}),
-                     start=0.5, end=2.5)
+    d = match_delays(
+        truth, _events({"a": [(0.03, "blocked"), (1.04, "working"), (1.999, "blocked")]}), start=0.5, end=2.5
+    )
     assert d.missed == 0 and d.prompts == [0.0]
 
 
@@ -167,8 +183,9 @@ async def test_engine_gives_sessions_the_configured_backend():
     engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), None), backend="ghostty")
     await engine.start()
     try:
-        sid = engine.create(SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"],
-                                        rows=10, cols=40))["id"]
+        sid = engine.create(
+            SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"], rows=10, cols=40)
+        )["id"]
         assert isinstance(engine.panes.sessions[sid].pane.screen, GhosttyScreen)  # white box: the backend
         for _ in range(100):
             if engine.screen(sid)["rows"][0] == "hello from ghostty":
@@ -199,14 +216,42 @@ def test_the_replay_runs_real_captures_and_prints_every_figure(tmp_path):
     the replay driver alone, and prints (and saves) every figure."""
     out_json = tmp_path / "replay.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "panewatch", "bench", "--only", "replay", "--replay-sizes", "3",
-         "--replay-seconds", "1.5", "--replay-warmup", "0.5", "--json", str(out_json),
-         "--plot", str(tmp_path / "replay.png")],
-        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "bench",
+            "--only",
+            "replay",
+            "--replay-sizes",
+            "3",
+            "--replay-seconds",
+            "1.5",
+            "--replay-warmup",
+            "0.5",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(tmp_path / "replay.png"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for label in ("## 5. Real-traffic replay", "CPU (1 core)", "minus driver", "RSS/pane", "B/s/pane",
-                  "change p50", "p99", "lag p99", "driver   alone", "change/sweep CPU"):
+    for label in (
+        "## 5. Real-traffic replay",
+        "CPU (1 core)",
+        "minus driver",
+        "RSS/pane",
+        "B/s/pane",
+        "change p50",
+        "p99",
+        "lag p99",
+        "driver   alone",
+        "change/sweep CPU",
+    ):
         assert label in proc.stdout, (label, proc.stdout)
     rows = json.loads(out_json.read_text())["replay"]
     engines = {(r["backend"], r["mode"]) for r in rows if not r["driver_only"]}

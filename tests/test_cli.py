@@ -13,16 +13,24 @@ from panewatch.fixtures import find_folders
 
 REPO = Path(__file__).resolve().parent.parent
 
-PROMPT = ("─" * 40 + "\r\n Do\x1b[5Gyou\x1b[9Gwant\x1b[14Gto\x1b[17Gproceed?\r\n"
-          " ❯ 1. Yes\r\n   2. No\r\n Esc to cancel · Tab to amend").encode()
+PROMPT = (
+    "─" * 40 + "\r\n Do\x1b[5Gyou\x1b[9Gwant\x1b[14Gto\x1b[17Gproceed?\r\n"
+    " ❯ 1. Yes\r\n   2. No\r\n Esc to cancel · Tab to amend"
+).encode()
 IDLE = ("─" * 40 + "\r\n❯ \r\n" + "─" * 40 + "\r\n  ? for shortcuts").encode()
-REPLY_WITH_PROSE = ("⏺ Do you want to proceed?\r\n  ❯ 1. Yes\r\n    2. No\r\n  (Esc to cancel)\r\n\r\n"
-                    + "─" * 40 + "\r\n❯ \r\n" + "─" * 40 + "\r\n  ? for shortcuts").encode()
+REPLY_WITH_PROSE = (
+    "⏺ Do you want to proceed?\r\n  ❯ 1. Yes\r\n    2. No\r\n  (Esc to cancel)\r\n\r\n"
+    + "─" * 40
+    + "\r\n❯ \r\n"
+    + "─" * 40
+    + "\r\n  ? for shortcuts"
+).encode()
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "panewatch", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "panewatch", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
 
 
 @pytest.fixture
@@ -34,8 +42,16 @@ def captures(tmp_path: Path) -> Path:
 
 
 def test_classify_prints_file_state_rule(captures):
-    r = run("classify", str(captures / "blocked.raw"), str(captures / "idle.raw"), str(captures / "prose.raw"),
-            "--rows", "12", "--cols", "60")
+    r = run(
+        "classify",
+        str(captures / "blocked.raw"),
+        str(captures / "idle.raw"),
+        str(captures / "prose.raw"),
+        "--rows",
+        "12",
+        "--cols",
+        "60",
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == f"{captures / 'blocked.raw'} blocked permission_dialog"
@@ -46,8 +62,9 @@ def test_classify_prints_file_state_rule(captures):
 def test_classify_json(captures):
     r = run("classify", "--json", str(captures / "blocked.raw"))
     assert r.returncode == 0
-    assert json.loads(r.stdout) == [{"file": str(captures / "blocked.raw"), "state": "blocked",
-                                     "rule": "permission_dialog"}]
+    assert json.loads(r.stdout) == [
+        {"file": str(captures / "blocked.raw"), "state": "blocked", "rule": "permission_dialog"}
+    ]
 
 
 def test_classify_errors_exit_2_with_one_line(captures):
@@ -61,8 +78,9 @@ def test_classify_errors_exit_2_with_one_line(captures):
 def test_broken_override_manifest_is_reported_and_bundled_one_used(captures, tmp_path):
     overrides = tmp_path / "m"
     overrides.mkdir()
-    (overrides / "claude.toml").write_text('agent = "claude"\nversion = "x"\n[[rules]]\nname = "bad"\n'
-                                           'state = "blocked"\nwhy = "w"\nany = ["("]\n')
+    (overrides / "claude.toml").write_text(
+        'agent = "claude"\nversion = "x"\n[[rules]]\nname = "bad"\nstate = "blocked"\nwhy = "w"\nany = ["("]\n'
+    )
     r = run("classify", "--manifests", str(overrides), str(captures / "blocked.raw"))
     assert r.returncode == 0
     # the line of the pattern itself (7), inside rule 1 (which starts on line 3)
@@ -91,13 +109,17 @@ def test_fixtures_table_on_a_folder(captures, tmp_path):
         'agent = "claude"\nagent_version = "9.9.9"\nhow = "hand-made for a test"\n'
         '[[fixture]]\nfile = "blocked.raw"\nstate = "blocked"\nrows = 12\ncols = 60\n'
         '[[fixture]]\nfile = "idle.raw"\nstate = "idle"\nrows = 12\ncols = 60\n'
-        '[[fixture]]\nfile = "prose.raw"\nstate = "idle"\nrows = 12\ncols = 60\n')
+        '[[fixture]]\nfile = "prose.raw"\nstate = "idle"\nrows = 12\ncols = 60\n'
+    )
     r = run("fixtures", str(tmp_path / "fx"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1] == "correct: tail 2/3, screen 3/3"
     # a wrong truth makes the command fail
-    (folder / "truth.toml").write_text((folder / "truth.toml").read_text().replace(
-        'file = "idle.raw"\nstate = "idle"', 'file = "idle.raw"\nstate = "working"'))
+    (folder / "truth.toml").write_text(
+        (folder / "truth.toml")
+        .read_text()
+        .replace('file = "idle.raw"\nstate = "idle"', 'file = "idle.raw"\nstate = "working"')
+    )
     r = run("fixtures", str(tmp_path / "fx"))
     assert r.returncode == 1 and "screen 2/3" in r.stdout
 

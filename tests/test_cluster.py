@@ -61,6 +61,7 @@ def _by_id(node: Node) -> dict[str, dict[str, Any]]:
 async def _state_event(url: str, sid: str, state: str, timeout: float = 15.0) -> float:
     """perf_counter time at which ``/ws/state`` on ``url`` says ``sid`` is ``state``."""
     async with websockets.connect(url + "/ws/state", additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+
         async def find() -> float:
             while True:
                 event = json.loads(await ws.recv())
@@ -68,9 +69,13 @@ async def _state_event(url: str, sid: str, state: str, timeout: float = 15.0) ->
                 if event.get("type") == "snapshot":
                     if any(s["id"] == sid and s["state"] == state for s in event["sessions"]):
                         return now
-                elif (event.get("session") == sid and event.get("state") == state) or (event.get("type") == "created" and event["session"]["id"] == sid \
-                        and event["session"]["state"] == state):
+                elif (event.get("session") == sid and event.get("state") == state) or (
+                    event.get("type") == "created"
+                    and event["session"]["id"] == sid
+                    and event["session"]["state"] == state
+                ):
                     return now
+
         return await asyncio.wait_for(find(), timeout)
 
 
@@ -107,8 +112,9 @@ async def test_thirty_sessions_one_view_and_a_guarded_answer_across_nodes(three:
     assert a.http.get(f"/api/sessions/{sid}/explain").json()["decision"]["state"] != "blocked"
 
     # the screen of c's session, live through a's WebSocket: frames flow over NATS while watched
-    async with websockets.connect(f"{a.ws_url}/ws/sessions/{sid}/screen",
-                                  additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+    async with websockets.connect(
+        f"{a.ws_url}/ws/sessions/{sid}/screen", additional_headers={"Authorization": f"Bearer {TOKEN}"}
+    ) as ws:
         frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
         assert frame["type"] == "screen" and frame["full"] is True
         assert any("got=y" in row for row in frame["rows"])
@@ -146,8 +152,12 @@ def test_a_silent_node_is_unreachable_then_back_and_nats_restarts(three: dict[st
     local = a.create(command=QUIET, name="made-while-nats-is-down")["id"]  # every node keeps serving itself
     assert a.http.get("/healthz").status_code == 200
     nats_server.start()
-    took = wait_for(lambda: local in _by_id(b) and _by_id(a).get(sid, {}).get("state") == "idle", 10,
-                    "the views converging after nats-server restarted", 0.1)
+    took = wait_for(
+        lambda: local in _by_id(b) and _by_id(a).get(sid, {}).get("state") == "idle",
+        10,
+        "the views converging after nats-server restarted",
+        0.1,
+    )
     print(f"cluster: views converged {took:.1f} s after nats-server came back")
     assert all(node.proc is not None and node.proc.poll() is None for node in three.values())
 
@@ -191,8 +201,12 @@ async def test_the_shipped_permissions_keep_each_node_to_its_own_names(tmp_path:
     port = free_port()
     env = {"NATS_A_PASSWORD": "pa-secret", "NATS_B_PASSWORD": "pb-secret"}
     log = tmp_path / "nats.log"
-    proc = subprocess.Popen([BINARY, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-sd", str(tmp_path)],
-                            env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [BINARY, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-sd", str(tmp_path)],
+        env={**os.environ, **env},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_port(port, proc, "nats-server with cluster.conf")
 

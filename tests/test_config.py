@@ -48,8 +48,9 @@ def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
     # never the user's state folder, and no tmux server left behind by a server that did start
     full_env.update(PANEWATCH_STATE_DIR=tempfile.mkdtemp(prefix="pw-config-"), PANEWATCH_PANE_HOST="pty")
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "panewatch", "serve", *argv], capture_output=True, text=True,
-                          env=full_env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "panewatch", "serve", *argv], capture_output=True, text=True, env=full_env, timeout=60
+    )
 
 
 def test_precedence_flag_over_env_over_file_over_default(tmp_path, monkeypatch):
@@ -68,22 +69,60 @@ def test_precedence_flag_over_env_over_file_over_default(tmp_path, monkeypatch):
 
 
 def test_every_option_has_a_flag_and_each_flag_takes_effect(tmp_path):
-    parser_help = subprocess.run([sys.executable, "-m", "panewatch", "serve", "--help"], capture_output=True,
-                                 text=True, timeout=60).stdout
+    parser_help = subprocess.run(
+        [sys.executable, "-m", "panewatch", "serve", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
     for name in Settings.model_fields:
         assert flag_name(name) in parser_help, name
     s = settings_for(
-        "--report-freshness-s", "5", "--notify-webhook", "http://127.0.0.1:9/hook", "--transcripts",
-        str(tmp_path), "--transcript-max-bytes", "10000", "--log-json", "--allowed-origins", "http://a",
-        "--allowed-origins", "http://b", "--screen-interval-ms", "50", "--settle-ms", "30", "--cap-ms", "200",
-        "--cooldown-s", "0", "--notify-command", "true", "--public-url", "http://h:1", "--host", "::1",
-        "--manifests", str(tmp_path), "--token", "x" * 10, "--sweep-ms", "90", "--mode", "change")
+        "--report-freshness-s",
+        "5",
+        "--notify-webhook",
+        "http://127.0.0.1:9/hook",
+        "--transcripts",
+        str(tmp_path),
+        "--transcript-max-bytes",
+        "10000",
+        "--log-json",
+        "--allowed-origins",
+        "http://a",
+        "--allowed-origins",
+        "http://b",
+        "--screen-interval-ms",
+        "50",
+        "--settle-ms",
+        "30",
+        "--cap-ms",
+        "200",
+        "--cooldown-s",
+        "0",
+        "--notify-command",
+        "true",
+        "--public-url",
+        "http://h:1",
+        "--host",
+        "::1",
+        "--manifests",
+        str(tmp_path),
+        "--token",
+        "x" * 10,
+        "--sweep-ms",
+        "90",
+        "--mode",
+        "change",
+    )
     assert s.report_freshness_s == 5 and s.notify_webhook == "http://127.0.0.1:9/hook"
     assert s.transcripts == tmp_path and s.transcript_max_bytes == 10000 and s.log_json is True
     assert s.allowed_origins == ["http://a", "http://b"] and s.screen_interval_ms == 50
     assert (s.settle_ms, s.cap_ms, s.cooldown_s, s.notify_command) == (30, 200, 0, "true")
     assert (s.public_url, s.host, s.manifests, s.token, s.sweep_ms, s.mode) == (
-        "http://h:1", "::1", tmp_path, "x" * 10, 90, "change")
+        "http://h:1",
+        "::1",
+        tmp_path,
+        "x" * 10,
+        90,
+        "change",
+    )
     assert settings_for("--no-log-json").log_json is False
 
 
@@ -96,15 +135,18 @@ def test_list_option_from_the_environment_as_json(monkeypatch):
         settings_for()
 
 
-@pytest.mark.parametrize(("argv", "env", "needles"), [
-    (["--port", "70000"], {}, ["port (--port)", "65535"]),
-    (["--mode", "fast"], {}, ["mode (--mode)", "'sweep' or 'change'"]),
-    ([], {"PANEWATCH_SWEEP_MS": "often"}, ["sweep_ms (PANEWATCH_SWEEP_MS)", "integer"]),
-    (["--transcripts", "/etc/hostname"], {}, ["transcripts (--transcripts)", "not a folder"]),
-    (["--transcript-max-bytes", "10"], {}, ["transcript_max_bytes", "4096"]),
-    (["--config", "/nonexistent/panewatch.toml"], {}, ["config file /nonexistent/panewatch.toml not found"]),
-    ([], {"PANEWATCH_LOG_JSON": "maybe"}, ["log_json (PANEWATCH_LOG_JSON)", "boolean"]),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "needles"),
+    [
+        (["--port", "70000"], {}, ["port (--port)", "65535"]),
+        (["--mode", "fast"], {}, ["mode (--mode)", "'sweep' or 'change'"]),
+        ([], {"PANEWATCH_SWEEP_MS": "often"}, ["sweep_ms (PANEWATCH_SWEEP_MS)", "integer"]),
+        (["--transcripts", "/etc/hostname"], {}, ["transcripts (--transcripts)", "not a folder"]),
+        (["--transcript-max-bytes", "10"], {}, ["transcript_max_bytes", "4096"]),
+        (["--config", "/nonexistent/panewatch.toml"], {}, ["config file /nonexistent/panewatch.toml not found"]),
+        ([], {"PANEWATCH_LOG_JSON": "maybe"}, ["log_json (PANEWATCH_LOG_JSON)", "boolean"]),
+    ],
+)
 def test_bad_values_are_refused_in_one_line_naming_the_option(argv, env, needles):
     r = serve(*argv, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -145,7 +187,6 @@ async def test_allowed_origins_from_the_environment_reach_the_websocket_check(mo
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await ws.recv()
             assert closed.value.rcvd.code == 4403
-
 
 
 def test_readme_has_the_options_table_as_the_model_makes_it():

@@ -30,8 +30,9 @@ from dashboard_support import (
 )
 
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+    )
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
 expect = sync_api.expect
@@ -139,12 +140,15 @@ def test_wrong_or_missing_token_is_refused_without_data(browser, server: Server)
         # a forged cookie gets neither the API nor a byte from the state WebSocket
         context.add_cookies([{"name": "panewatch_login", "value": "forged-token", "url": server.url}])
         assert page.request.get(f"{server.url}/api/sessions").status == 403
-        outcome = page.evaluate("""url => new Promise(resolve => {
+        outcome = page.evaluate(
+            """url => new Promise(resolve => {
             const got = [];
             const ws = new WebSocket(url);
             ws.onmessage = e => got.push(e.data);
             ws.onclose = e => resolve({ got, code: e.code });
-        })""", server.url.replace("http", "ws") + "/ws/state")
+        })""",
+            server.url.replace("http", "ws") + "/ws/state",
+        )
         assert outcome["got"] == []
         assert "secret screen" not in page.content()
     finally:
@@ -168,7 +172,8 @@ def test_blocked_card_goes_first_and_is_answered_after_confirmation(page, server
     expect(page).to_have_title("(1) Panewatch")
     # the hover text names the source and rule, then the rule's own `why` from the manifest
     expect(card.locator(".badge")).to_have_attribute(
-        "title", re.compile(r"^source: screen · rule: permission_dialog\na permission dialog: .+"))
+        "title", re.compile(r"^source: screen · rule: permission_dialog\na permission dialog: .+")
+    )
     options = card.locator(".options button")
     expect(options).to_have_text(["1. Yes", "2. No", "Esc"])
     expect(card.locator(".options button.selected")).to_have_text("1. Yes")
@@ -240,8 +245,12 @@ def test_send_box_types_into_an_idle_session(page, server: Server) -> None:
 
 
 def test_screen_keeps_the_agents_colours_and_the_cursor(page, server: Server) -> None:
-    script = ["bash", "-c", "stty -echo; printf '\\x1b[31mRED\\x1b[0m plain \\x1b[1;48;2;0;0;255mBOLD\\x1b[0m\\r\\n'; "
-              "printf '\\x1b[7mINV\\x1b[0m'; exec sleep 600"]
+    script = [
+        "bash",
+        "-c",
+        "stty -echo; printf '\\x1b[31mRED\\x1b[0m plain \\x1b[1;48;2;0;0;255mBOLD\\x1b[0m\\r\\n'; "
+        "printf '\\x1b[7mINV\\x1b[0m'; exec sleep 600",
+    ]
     sid = server.create(script, name="colours")["id"]
     card = card_of(page, sid)
     screen = card.locator(".screen")
@@ -278,8 +287,9 @@ def test_create_and_delete_a_session_from_the_page(page, server: Server, tmp_pat
     assert server.sessions() == []
 
     agent.select_option("")  # no agent: the command alone
-    form.locator("input[name=command]").fill(json.dumps(
-        ["bash", "-c", "printf 'made from the page\\r\\n'; exec sleep 600"]))
+    form.locator("input[name=command]").fill(
+        json.dumps(["bash", "-c", "printf 'made from the page\\r\\n'; exec sleep 600"])
+    )
     form.locator("input[name=cwd]").fill(str(tmp_path))
     form.locator("input[name=name]").fill("from-page")
     form.get_by_role("button", name="Start").click()
@@ -391,11 +401,11 @@ def test_server_restart_shows_a_banner_and_recovers(browser, tmp_path: Path) -> 
 
 def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server) -> None:
     long = "x" * 110 + " the end of a long line"
-    wide = server.create(idle_agent(long), name="a-session-with-a-rather-long-name-for-a-phone",
-                          cols=160)["id"]
+    wide = server.create(idle_agent(long), name="a-session-with-a-rather-long-name-for-a-phone", cols=160)["id"]
     asker = server.create(prompt_agent(work=30), name="asker")["id"]
-    context, page, errors = open_dashboard(browser, server, viewport={"width": 390, "height": 844},
-                                           is_mobile=True, has_touch=True, device_scale_factor=2)
+    context, page, errors = open_dashboard(
+        browser, server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
     try:
         expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
         expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line")
@@ -465,8 +475,13 @@ def test_command_and_environment_parsing(page) -> None:
 def _asking_seed() -> int:
     """A seed whose first turn asks before a tool call (the plan is deterministic per seed)."""
     for seed in range(50):
-        out = subprocess.run([sys.executable, "-m", "panewatch_lab.fake_agent", "--plan", "1", "--seed", str(seed),
-                              *FAKE_ARGS], capture_output=True, text=True, check=True, timeout=30).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "panewatch_lab.fake_agent", "--plan", "1", "--seed", str(seed), *FAKE_ARGS],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
         if any(step["asks"] for step in json.loads(out)["steps"]):
             return seed
     pytest.skip("no seed below 50 makes the fake agent ask")
@@ -483,8 +498,11 @@ def test_a_prompt_drawn_like_claude_is_answered_from_the_page(page, server: Serv
     if not found:
         pytest.skip("the lab's fake agent (panewatch_lab.fake_agent) is not there")
     seed = _asking_seed()
-    sid = server.create([sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), *FAKE_ARGS],
-                        agent="fake", name="fake-claude")["id"]
+    sid = server.create(
+        [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), *FAKE_ARGS],
+        agent="fake",
+        name="fake-claude",
+    )["id"]
     card = card_of(page, sid)
     expect(card.locator(".badge-state")).to_have_text("idle")
     card.locator(".send-text").fill("tidy the build scripts")

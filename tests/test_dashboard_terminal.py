@@ -33,8 +33,9 @@ from dashboard_support import (
 )
 
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+    )
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
 expect = sync_api.expect
@@ -107,8 +108,11 @@ def buffer_lines(page, sid: str) -> list[str]:
 
 def visible_rows(page, sid: str) -> list[str]:
     """The rows the card's terminal shows now (its DOM, as a user sees it)."""
-    return card_of(page, sid).locator(".xterm-rows > div").evaluate_all(
-        "rows => rows.map(r => r.textContent.replace(/\\u00a0/g, ' ').trimEnd())")
+    return (
+        card_of(page, sid)
+        .locator(".xterm-rows > div")
+        .evaluate_all("rows => rows.map(r => r.textContent.replace(/\\u00a0/g, ' ').trimEnd())")
+    )
 
 
 def shows_line_one(page, sid: str) -> None:
@@ -118,10 +122,14 @@ def shows_line_one(page, sid: str) -> None:
 
 def wait_for_line(page, sid: str, pattern: str, timeout: float = 10_000) -> None:
     try:
-        page.wait_for_function("""([id, source]) => {
+        page.wait_for_function(
+            """([id, source]) => {
             const re = new RegExp(source);
             return window.panewatch.cards.get(id).term.lines().some(l => re.test(l.trimEnd()));
-        }""", arg=[sid, pattern], timeout=timeout)
+        }""",
+            arg=[sid, pattern],
+            timeout=timeout,
+        )
     except sync_api.TimeoutError:
         shown = [line for line in buffer_lines(page, sid) if line.strip()][-12:]
         raise AssertionError(f"no line matching {pattern!r} in the terminal; its last lines: {shown}") from None
@@ -184,8 +192,10 @@ def test_shell_takes_keys_ctrl_c_and_arrows(page, server: Server) -> None:
     assert last_line(page, sid) == "sh$"
 
     page.keyboard.press("ArrowUp")  # readline recalls the last command
-    page.wait_for_function("id => window.panewatch.cards.get(id).term.lines().filter(l => l.trim()).at(-1).trimEnd()"
-                           " === 'sh$ sleep 300'", arg=sid)
+    page.wait_for_function(
+        "id => window.panewatch.cards.get(id).term.lines().filter(l => l.trim()).at(-1).trimEnd() === 'sh$ sleep 300'",
+        arg=sid,
+    )
     page.keyboard.press("Control+U")
     page.keyboard.press("Tab")  # completion is the shell's, not a focus move
     expect(card.locator(".screen .xterm-helper-textarea")).to_be_focused()
@@ -248,7 +258,8 @@ def test_claude_question_dialog_offers_its_options_and_one_takes(page, server: S
     expect(card.locator(".badge-state")).to_have_text("blocked")
     # options 1-3 above the dialog's inner rule and 4 below it: all four, from the server
     expect(card.locator(".options button")).to_have_text(
-        ["1. Apple", "2. Banana", "3. Type something.", "4. Chat about this", "Esc"])
+        ["1. Apple", "2. Banana", "3. Type something.", "4. Chat about this", "Esc"]
+    )
     expect(card.locator(".options button.selected")).to_have_text("1. Apple")
     expect(card.locator(".prompt-note")).to_be_hidden()
     card.locator(".options button", has_text="2. Banana").click()
@@ -368,8 +379,7 @@ def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server
             screen.hover()
             bottom = viewport_y()
             page.mouse.wheel(0, -300)  # the wheel scrolls back a few lines at a time
-            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id).term.viewportY < y",
-                                   arg=[sid, bottom])
+            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id).term.viewportY < y", arg=[sid, bottom])
             screen.click()
             for _ in range(200):  # Shift+PageUp a page at a time, as in xterm
                 page.keyboard.press("Shift+PageUp")
@@ -534,7 +544,8 @@ def test_new_session_reports_failed_starts_and_takes_an_environment(page, server
     mark = secrets.token_hex(4)
     form.locator("textarea[name=env]").fill(f"# a comment\nPW_MARK=m-{mark}\n")
     form.locator("input[name=command]").fill(
-        """bash -c 'printf "\\033]0;title-%s\\007" "$PW_MARK"; echo "env:$PW_MARK"; exec sleep 600'""")
+        """bash -c 'printf "\\033]0;title-%s\\007" "$PW_MARK"; echo "env:$PW_MARK"; exec sleep 600'"""
+    )
     form.locator("input[name=name]").fill("with-env")
     form.get_by_role("button", name="Start").click()
     expect(status).to_have_text(re.compile(r"^Started with-env"))
@@ -544,13 +555,14 @@ def test_new_session_reports_failed_starts_and_takes_an_environment(page, server
     expect(card.locator(".term-title")).to_have_text(f"title-m-{mark}")
 
 
-def test_last_alert_is_a_button_cleared_with_its_session_and_notifications_switch_off(
-        page, server: Server) -> None:
+def test_last_alert_is_a_button_cleared_with_its_session_and_notifications_switch_off(page, server: Server) -> None:
     page.get_by_role("button", name="Enable notifications").click()
     switch = page.get_by_label("Notifications")
     expect(switch).to_be_checked()
     sid = server.create(prompt_agent(work=30), name="pinger")["id"]
-    page.wait_for_function("() => window.__notes.some(n => n.title === 'pinger needs you')")  # a function: a bare expression is eval'd, which the page's CSP forbids
+    page.wait_for_function(
+        "() => window.__notes.some(n => n.title === 'pinger needs you')"
+    )  # a function: a bare expression is eval'd, which the page's CSP forbids
     alert = page.locator("#last-alert")
     expect(alert).to_contain_text("pinger needs you")
     alert.focus()  # a button: reachable by keyboard
@@ -574,8 +586,9 @@ def test_last_alert_is_a_button_cleared_with_its_session_and_notifications_switc
 def test_phone_width_targets_why_by_tap_and_screenshots(browser, server: Server) -> None:
     asker = server.create(prompt_agent(work=30), name="asker")["id"]
     calm = new_shell(server, "calm")
-    context, page, errors = open_dashboard(browser, server, viewport={"width": 390, "height": 844},
-                                           is_mobile=True, has_touch=True, device_scale_factor=2)
+    context, page, errors = open_dashboard(
+        browser, server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+    )
     try:
         card = card_of(page, asker)
         expect(card.locator(".badge-state")).to_have_text("blocked")
@@ -645,8 +658,12 @@ def _raw_websocket(port: int, path: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
     sock.connect(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    sock.sendall(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)
@@ -687,8 +704,15 @@ def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
     sock = _raw_websocket(server.port, f"/ws/sessions/{sid}/term?token={server.token}")
     try:
         sock.settimeout(30)
-        _send_text(sock, json.dumps({"type": "input", "data":
-                                     f"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {flood}; echo flood-done\r"}))
+        _send_text(
+            sock,
+            json.dumps(
+                {
+                    "type": "input",
+                    "data": f"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {flood}; echo flood-done\r",
+                }
+            ),
+        )
         deadline = time.monotonic() + 120
         while server.sessions()[0]["bytes_read"] < unread and time.monotonic() < deadline:
             time.sleep(0.2)  # read nothing while most of the flood leaves the pane
@@ -700,7 +724,7 @@ def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
                 tail = (tail + payload)[-4000:]
             elif opcode == 1:
                 resync = resync or json.loads(payload).get("resync", False)
-            if b"flood-done" in tail and b"sh$" in tail[tail.rfind(b"flood-done"):]:
+            if b"flood-done" in tail and b"sh$" in tail[tail.rfind(b"flood-done") :]:
                 break
         assert resync  # it was told to start over from the screen
         assert received < flood  # and did not get the whole flood (what it missed was dropped)

@@ -43,8 +43,16 @@ def test_permission_dialog_options_from_a_capture() -> None:
 
 
 def test_numbered_lines_above_a_menu_are_not_its_options() -> None:
-    lines = [" 1. an agent reply mentioning options", " 2. and a second point", "─" * 40,
-             " Do you want to proceed?", " ❯ 1. Yes", "   2. No", "", " Esc to cancel"]
+    lines = [
+        " 1. an agent reply mentioning options",
+        " 2. and a second point",
+        "─" * 40,
+        " Do you want to proceed?",
+        " ❯ 1. Yes",
+        "   2. No",
+        "",
+        " Esc to cancel",
+    ]
     assert [o["label"] for o in read_prompt(lines).options] == ["Yes", "No"]
     assert read_prompt(["nothing", "to see"]).kind == "text"
     assert read_prompt([" 2. a second without a first"]).kind == "text"
@@ -52,13 +60,18 @@ def test_numbered_lines_above_a_menu_are_not_its_options() -> None:
 
 def view_of(screen: Screen) -> dict:
     c = screen.cursor
-    return {"rows": screen.lines(), "styles": screen.styles(),
-            "cursor": {"row": c.row, "col": c.col, "hidden": c.hidden}}
+    return {
+        "rows": screen.lines(),
+        "styles": screen.styles(),
+        "cursor": {"row": c.row, "col": c.col, "hidden": c.hidden},
+    }
 
 
 def test_repaint_draws_the_same_screen_colours_cursor_and_modes() -> None:
-    output = (b"plain \x1b[31mred\x1b[0m \x1b[1;48;2;0;0;255mbold-on-blue\x1b[0m\r\n\x1b[7minverse\x1b[0m\r\n"
-              b"\x1b[38;5;208mcolour208\x1b[0m \xe5\xae\xbd wide\x1b[?20")
+    output = (
+        b"plain \x1b[31mred\x1b[0m \x1b[1;48;2;0;0;255mbold-on-blue\x1b[0m\r\n\x1b[7minverse\x1b[0m\r\n"
+        b"\x1b[38;5;208mcolour208\x1b[0m \xe5\xae\xbd wide\x1b[?20"
+    )
     rest = b"04h\x1b[?1h\x1b[4;7H"  # a mode split between two reads
     src, pane = Screen(10, 40), PaneTerm(limit=1 << 20)
     for chunk in (output, rest):

@@ -67,15 +67,15 @@ def test_compose_file_passes_docker_compose_config():
     if cli is None:
         pytest.skip("no compose CLI: `docker compose` (plugin) and `docker-compose` are both absent")
     env = {**os.environ, "PANEWATCH_TOKEN": "compose-test-token"}
-    r = subprocess.run([*cli, "-f", str(COMPOSE), "config", "--format", "json"], capture_output=True, text=True,
-                       env=env, cwd=ROOT)
+    r = subprocess.run(
+        [*cli, "-f", str(COMPOSE), "config", "--format", "json"], capture_output=True, text=True, env=env, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr
     svc = json.loads(r.stdout)["services"]["panewatch"]
     assert svc["environment"]["PANEWATCH_TOKEN"] == "compose-test-token"
     assert svc["ports"][0]["host_ip"] == "127.0.0.1"
     env.pop("PANEWATCH_TOKEN")
-    r = subprocess.run([*cli, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=env,
-                       cwd=ROOT)
+    r = subprocess.run([*cli, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode != 0 and "set a token" in r.stderr
 
 
@@ -83,14 +83,14 @@ def test_compose_file_matches_the_compose_spec_schema(tmp_path):
     checker = tool("check-jsonschema")
     if checker is None:
         pytest.skip("check-jsonschema is not installed (it is in the test extra)")
-    r = subprocess.run([checker, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [checker, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     broken = COMPOSE.read_text().replace("    restart: unless-stopped", "    restart: [always]")
     bad = tmp_path / "compose.yaml"
     bad.write_text(broken)
-    r = subprocess.run([checker, "--builtin-schema", "vendor.compose-spec", str(bad)], capture_output=True,
-                       text=True)
+    r = subprocess.run([checker, "--builtin-schema", "vendor.compose-spec", str(bad)], capture_output=True, text=True)
     assert r.returncode != 0  # the checker does refuse a wrong file
 
 
@@ -186,8 +186,12 @@ def test_the_files_the_image_copies_are_enough_to_install_it(tmp_path):
                 shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy(path, target)
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
-                        str(context)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(context)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = (tmp_path / "dist").glob("panewatch-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -38,8 +38,9 @@ async def test_send_is_refused_on_a_blocked_pane_even_between_sweeps():
     await eng.start()
     tap = Tap(eng)
     try:
-        sid = eng.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.1)), rows=12,
-                                     cols=60))["id"]
+        sid = eng.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.1)), rows=12, cols=60))[
+            "id"
+        ]
         deadline = time.monotonic() + 5
         while b"Esc to cancel" not in tap.raw(sid) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
@@ -55,8 +56,9 @@ async def test_send_is_refused_on_a_blocked_pane_even_between_sweeps():
 
 
 async def test_answer_is_refused_when_not_blocked_and_reports_a_dropped_key(engine):
-    s = engine.create(SessionSpec(agent="claude", command=bash("stty -echo; printf ' ? for shortcuts'; sleep 30"),
-                                  rows=8, cols=60))
+    s = engine.create(
+        SessionSpec(agent="claude", command=bash("stty -echo; printf ' ? for shortcuts'; sleep 30"), rows=8, cols=60)
+    )
     await wait_state(engine, s["id"], "idle")
     with pytest.raises(Conflict, match="not blocked"):
         await engine.answer(s["id"], option=1)
@@ -88,8 +90,7 @@ async def test_an_agent_that_stops_reading_its_input_gets_not_reading_input(engi
 
 
 async def test_exited_session_keeps_its_last_screen_and_exit_code(engine):
-    s = engine.create(SessionSpec(agent="claude", command=bash("printf 'last words\\r\\n'; exit 42"), rows=6,
-                                  cols=40))
+    s = engine.create(SessionSpec(agent="claude", command=bash("printf 'last words\\r\\n'; exit 42"), rows=6, cols=40))
     info = await wait_state(engine, s["id"], "exited")
     assert info["exit_code"] == 42 and info["source"] == "exit" and info["rule"] == "42"
     assert engine.screen(s["id"])["rows"][0] == "last words"
@@ -116,8 +117,9 @@ async def test_claude_started_by_hand_in_a_shell_gets_claude_rules_then_the_shel
     fake = tmp_path / "claude"
     fake.write_text("#!/bin/bash\n" + claude_like(prompt_after=0.2).replace("sleep 30", "exit 0") + "\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    sid = engine.create(SessionSpec(agent="shell", command=["bash", "--norc", "--noprofile", "-i"],
-                                    cwd=str(tmp_path), rows=14, cols=60))["id"]
+    sid = engine.create(
+        SessionSpec(agent="shell", command=["bash", "--norc", "--noprofile", "-i"], cwd=str(tmp_path), rows=14, cols=60)
+    )["id"]
     info = await wait_state(engine, sid, "idle")
     assert info["foreground"] == "bash"
     engine.write_keys(sid, b"./claude\r")
@@ -134,8 +136,9 @@ async def test_claude_started_by_hand_in_a_shell_gets_claude_rules_then_the_shel
 
 
 async def test_hook_report_decides_until_the_screen_changes(engine):
-    sid = engine.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=1.5)), rows=12,
-                                    cols=60))["id"]
+    sid = engine.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=1.5)), rows=12, cols=60))[
+        "id"
+    ]
     await wait_state(engine, sid, "working")
     engine.report(sid, {"hook_event_name": "Stop"})  # contradicts a working screen
     info = engine.get(sid)
@@ -147,8 +150,9 @@ async def test_hook_report_decides_until_the_screen_changes(engine):
 
 
 async def test_report_for_a_prompt_not_drawn_yet_holds_until_the_screen_moves(engine):
-    sid = engine.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6,
-                                    cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    )["id"]
     await wait_state(engine, sid, "idle")
     engine.report(sid, {"hook_event_name": "PermissionRequest", "tool_name": "Bash"})
     info = engine.get(sid)
@@ -160,8 +164,9 @@ async def test_stale_report_expires_without_any_output():
     eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50, report_freshness=0.3)
     await eng.start()
     try:
-        sid = eng.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6,
-                                     cols=40))["id"]
+        sid = eng.create(
+            SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+        )["id"]
         await wait_state(eng, sid, "idle")
         eng.report(sid, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
         assert eng.get(sid)["state"] == "working"
@@ -174,8 +179,10 @@ async def test_stale_report_expires_without_any_output():
 async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path, monkeypatch):
     out = tmp_path / "launch.json"
     fake = tmp_path / "claude"
-    fake.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
-                    f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(out)!r}, 'w'))\n")
+    fake.write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(out)!r}, 'w'))\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setenv("PANEWATCH_TOKEN", "the-api-token-must-not-leak")
@@ -187,8 +194,13 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path
     launch = json.loads(out.read_text())
     argv, env = launch["argv"], launch["env"]
     assert argv[1:4] == ["--permission-mode", "default", "--settings"]
-    assert set(json.loads(argv[4])["hooks"]) >= {"UserPromptSubmit", "PreToolUse", "PermissionRequest",
-                                                   "Notification", "Stop"}
+    assert set(json.loads(argv[4])["hooks"]) >= {
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PermissionRequest",
+        "Notification",
+        "Stop",
+    }
     assert env["PANEWATCH_SESSION"] == sid and "PANEWATCH_REPORT_TOKEN" not in env  # readable by other panes
     assert env["PANEWATCH_URL"] == "http://127.0.0.1:9999" and env["MY_VAR"] == "1"
     assert env["PANEWATCH_REPORT_SOCKET"] == "/run/pw/report.sock"  # the engine's agent_vars reach every agent
@@ -201,8 +213,9 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path
 
 
 async def test_unchanged_screens_are_not_reclassified(engine):
-    sid = engine.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6,
-                                    cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    )["id"]
     await wait_state(engine, sid, "idle")
     await asyncio.sleep(0.2)
     before = engine.stats()["classifications"]
@@ -212,13 +225,20 @@ async def test_unchanged_screens_are_not_reclassified(engine):
 
 @pytest.mark.slow
 async def test_change_driven_mode_classifies_soon_and_caps_a_never_pausing_spinner():
-    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=700, mode="change", settle_ms=30,
-                 cap_ms=150)
+    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=700, mode="change", settle_ms=30, cap_ms=150)
     await eng.start()
     try:
-        spinner = eng.create(SessionSpec(agent="claude", command=bash(
-            "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-            "i=$((i+1)); sleep 0.01; done"), rows=6, cols=60))
+        spinner = eng.create(
+            SessionSpec(
+                agent="claude",
+                command=bash(
+                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
+                    "i=$((i+1)); sleep 0.01; done"
+                ),
+                rows=6,
+                cols=60,
+            )
+        )
         s = eng.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2)), rows=12, cols=60))
         await wait_state(eng, spinner["id"], "working", timeout=2)
         await wait_state(eng, s["id"], "blocked", timeout=3)
@@ -237,8 +257,13 @@ async def test_a_flooding_pane_does_not_stall_the_others(engine):
 
 
 async def test_resize_reaches_the_child_and_the_screen(engine):
-    sid = engine.create(SessionSpec(command=bash("trap 'printf \"size %s\\r\\n\" \"$(stty size)\"' WINCH; "
-                                                 "while :; do sleep 0.05; done"), rows=10, cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(
+            command=bash('trap \'printf "size %s\\r\\n" "$(stty size)"\' WINCH; while :; do sleep 0.05; done'),
+            rows=10,
+            cols=40,
+        )
+    )["id"]
     await asyncio.sleep(0.2)
     engine.resize(sid, 20, 100)
     await wait_text(engine, sid, "size 20 100")
@@ -249,9 +274,16 @@ async def test_resize_reaches_the_child_and_the_screen(engine):
 
 async def test_the_terminal_answers_cursor_position_queries(engine):
     # a program that asks where the cursor is and waits for the answer, as crossterm TUIs do
-    sid = engine.create(SessionSpec(command=bash(
-        "stty -echo -icanon; printf 'abc\\x1b[6n'; IFS= read -rsd R reply; printf '\\r\\nreply=%q\\r\\n' \"$reply\"; "
-        "sleep 30"), rows=6, cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(
+            command=bash(
+                "stty -echo -icanon; printf 'abc\\x1b[6n'; IFS= read -rsd R reply; printf '\\r\\nreply=%q\\r\\n' \"$reply\"; "
+                "sleep 30"
+            ),
+            rows=6,
+            cols=40,
+        )
+    )["id"]
     shown = await wait_text(engine, sid, "reply=")
     assert "reply=$'\\E[1;4'" in shown
 
@@ -259,8 +291,9 @@ async def test_the_terminal_answers_cursor_position_queries(engine):
 async def test_launch_is_not_a_finished_turn_but_a_real_turn_end_is(engine):
     notes = []
     engine.notifier.subscribe(notes.append)
-    sid = engine.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.8, work=0.3)),
-                                    rows=12, cols=60))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.8, work=0.3)), rows=12, cols=60)
+    )["id"]
     await wait_state(engine, sid, "working")
     await asyncio.sleep(0.3)
     assert [n.state for n in notes] == []  # starting -> first read is not "done"
@@ -273,8 +306,9 @@ async def test_launch_is_not_a_finished_turn_but_a_real_turn_end_is(engine):
 async def test_a_pane_idle_from_launch_never_says_done(engine):
     notes = []
     engine.notifier.subscribe(notes.append)
-    sid = engine.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6,
-                                    cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    )["id"]
     info = await wait_state(engine, sid, "idle")
     assert info["source"] == "screen"
     await asyncio.sleep(0.2)
@@ -282,8 +316,9 @@ async def test_a_pane_idle_from_launch_never_says_done(engine):
 
 
 async def test_a_late_permission_notification_after_an_answer_does_not_reblock(engine):
-    sid = engine.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2, work=2.0)),
-                                    rows=12, cols=60))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2, work=2.0)), rows=12, cols=60)
+    )["id"]
     await wait_state(engine, sid, "blocked")
     engine.report(sid, {"hook_event_name": "PermissionRequest", "tool_name": "Bash"})
     result = await engine.answer(sid, option=1)
@@ -296,8 +331,9 @@ async def test_a_late_permission_notification_after_an_answer_does_not_reblock(e
 
 
 async def test_a_permission_notification_counts_when_no_permission_request_came(engine):
-    sid = engine.create(SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6,
-                                    cols=40))["id"]
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    )["id"]
     await wait_state(engine, sid, "idle")
     report = engine.report(sid, {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
     assert report is not None and engine.get(sid)["state"] == "blocked"
@@ -305,13 +341,27 @@ async def test_a_permission_notification_counts_when_no_permission_request_came(
 
 @pytest.mark.slow
 async def test_change_mode_reads_big_repaints_at_once_and_spinner_frames_at_the_sweep_pace():
-    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=5000, mode="change", settle_ms=30,
-                 cap_ms=150, change_bytes=256)
+    eng = Engine(
+        ManifestStore.from_dirs(bundled_manifest_dir()),
+        sweep_ms=5000,
+        mode="change",
+        settle_ms=30,
+        cap_ms=150,
+        change_bytes=256,
+    )
     await eng.start()
     try:
-        spinner = eng.create(SessionSpec(agent="claude", command=bash(
-            "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-            "i=$((i+1)); sleep 0.05; done"), rows=6, cols=60))
+        spinner = eng.create(
+            SessionSpec(
+                agent="claude",
+                command=bash(
+                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
+                    "i=$((i+1)); sleep 0.05; done"
+                ),
+                rows=6,
+                cols=60,
+            )
+        )
         await wait_state(eng, spinner["id"], "working", timeout=8)
         before = eng.stats()["classifications"]
         await asyncio.sleep(2.0)  # ~40 frames of ~40 bytes

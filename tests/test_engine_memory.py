@@ -39,8 +39,14 @@ class Rig:
 @pytest.fixture
 async def rig():
     clock, host, programs = ManualClock(), MemoryHost(), {}
-    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=host, clock=clock, wall=clock.time,
-                    sweep_ms=100, programs=programs.get)
+    engine = Engine(
+        ManifestStore.from_dirs(bundled_manifest_dir()),
+        host=host,
+        clock=clock,
+        wall=clock.time,
+        sweep_ms=100,
+        programs=programs.get,
+    )
     await engine.start()
     yield Rig(engine, host, clock, programs)
     await engine.stop()
@@ -130,6 +136,7 @@ async def test_a_program_that_cannot_start_is_an_exited_session_saying_why(rig):
 async def test_a_launch_that_breaks_unexpectedly_leaves_no_session(rig, monkeypatch):
     """Only a SpawnError makes an exited session; anything else from the host is all or nothing:
     no session without a process, the error raised to the caller."""
+
     def broken(spec, sink):
         raise OSError("no more ptys")
 
@@ -143,8 +150,12 @@ async def test_a_launch_that_breaks_unexpectedly_leaves_no_session(rig, monkeypa
 
 
 async def test_an_argv_or_env_the_os_cannot_take_is_refused_before_any_session(rig):
-    for spec in (SessionSpec(command=["agent", "a\x00b"]), SessionSpec(command=["agent", "\ud800"]),
-                 SessionSpec(command=["agent"], env={"A=B": "1"}), SessionSpec(command=["agent"], cwd="/tmp\x00")):
+    for spec in (
+        SessionSpec(command=["agent", "a\x00b"]),
+        SessionSpec(command=["agent", "\ud800"]),
+        SessionSpec(command=["agent"], env={"A=B": "1"}),
+        SessionSpec(command=["agent"], cwd="/tmp\x00"),
+    ):
         with pytest.raises(InvalidRequest, match=r"NUL|encode|bad name"):
             rig.engine.create(spec)
     assert rig.host.handles == {} and rig.engine.list() == []
@@ -158,8 +169,7 @@ async def test_reports_and_the_repeated_permission_notification(rig):
     assert report is not None and rig.engine.get(sid)["state"] == "blocked"
     rig.engine.report(sid, {"hook_event_name": "PostToolUse", "tool_name": "Bash"})
     rig.clock.advance(6)
-    assert rig.engine.report(sid, {"hook_event_name": "Notification",
-                                   "notification_type": "permission_prompt"}) is None
+    assert rig.engine.report(sid, {"hook_event_name": "Notification", "notification_type": "permission_prompt"}) is None
     assert rig.engine.get(sid)["state"] == "working"
     rig.clock.advance(61)
     await rig.settle()
@@ -264,8 +274,14 @@ async def test_stats_count_what_happened(rig):
 
 async def test_a_pane_left_by_a_previous_server_is_adopted_under_its_old_id(rig):
     rig.host.detached["memory:7"] = PROMPT
-    info = await rig.engine.adopt("memory", "memory:7", SessionSpec(agent="claude", rows=12, cols=60),
-                                  sid="0a0b0c0d", argv=["claude"], report_token="kept-token")
+    info = await rig.engine.adopt(
+        "memory",
+        "memory:7",
+        SessionSpec(agent="claude", rows=12, cols=60),
+        sid="0a0b0c0d",
+        argv=["claude"],
+        report_token="kept-token",
+    )
     assert info is not None and info["id"] == "0a0b0c0d" and info["host"] == "memory"
     await rig.settle()
     assert rig.engine.get("0a0b0c0d")["state"] == "blocked"

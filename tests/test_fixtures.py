@@ -68,7 +68,8 @@ def test_screen_classification_matches_the_truth(fx: Fixture) -> None:
     verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
     assert verdict.state == fx.truth.state, (
         f"{fx.name} ({fx.truth.note}): {verdict.state} by {verdict.rule}, truth {fx.truth.state}\n"
-        + "\n".join(f"│{line}" for line in screen.lines()))
+        + "\n".join(f"│{line}" for line in screen.lines())
+    )
 
 
 def test_the_byte_tail_misses_the_prompts_the_screen_sees() -> None:
@@ -97,8 +98,11 @@ def test_required_kinds_at_two_sizes_or_more() -> None:
 
 
 def _claude(state: str, kinds: set[str] | None = None) -> list[Fixture]:
-    return [fx for fx in FIXTURES if fx.agent == "claude" and fx.truth.state == state
-            and (kinds is None or fx.truth.kind in kinds)]
+    return [
+        fx
+        for fx in FIXTURES
+        if fx.agent == "claude" and fx.truth.state == state and (kinds is None or fx.truth.kind in kinds)
+    ]
 
 
 def _matched(fx: Fixture) -> dict[str, bool]:

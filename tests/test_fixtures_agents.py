@@ -22,12 +22,21 @@ AGENTS = {"gemini": "0.61.0", "codex": "0.171.0", "aider": "0.86.2"}
 SIZES = {(32, 120), (24, 80), (50, 160)}
 #: Kinds each agent's plan captures (Aider has no approval of an edit in a box, no interrupt).
 REQUIRED = {
-    "gemini": {"blocked": {"bash", "bash-option-2", "write"}, "working": {"thinking", "streaming", "tool", "typed"},
-               "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"}},
-    "codex": {"blocked": {"bash", "bash-option-2"}, "working": {"thinking", "streaming", "tool", "typed"},
-              "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"}},
-    "aider": {"blocked": {"bash", "create-file"}, "working": {"thinking", "streaming"},
-              "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied"}},
+    "gemini": {
+        "blocked": {"bash", "bash-option-2", "write"},
+        "working": {"thinking", "streaming", "tool", "typed"},
+        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+    },
+    "codex": {
+        "blocked": {"bash", "bash-option-2"},
+        "working": {"thinking", "streaming", "tool", "typed"},
+        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+    },
+    "aider": {
+        "blocked": {"bash", "create-file"},
+        "working": {"thinking", "streaming"},
+        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied"},
+    },
 }
 
 
@@ -58,8 +67,12 @@ def test_every_kind_at_every_size(agent: str) -> None:
     sizes: dict[tuple[str, str], set[tuple[int, int]]] = defaultdict(set)
     for fx in fixtures:
         sizes[(fx.truth.state, fx.truth.kind)].add((fx.truth.rows, fx.truth.cols))
-    missing = [f"{state}-{kind} at {sorted(SIZES - sizes[(state, kind)])}"
-               for state, kinds in REQUIRED[agent].items() for kind in kinds if sizes[(state, kind)] != SIZES]
+    missing = [
+        f"{state}-{kind} at {sorted(SIZES - sizes[(state, kind)])}"
+        for state, kinds in REQUIRED[agent].items()
+        for kind in kinds
+        if sizes[(state, kind)] != SIZES
+    ]
     assert not missing, f"{agent}: missing captures: {missing}"
 
 

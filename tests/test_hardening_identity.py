@@ -91,8 +91,9 @@ def test_a_token_given_on_the_command_line_is_readable_and_the_server_says_so(tm
 def test_agents_inherit_no_panewatch_setting(tmp_path):
     config = tmp_path / "pw.toml"
     config.write_text("cooldown_s = 5\n")
-    server = ServerProcess(tmp_path / "state", env={"PANEWATCH_CONFIG": str(config),
-                                                     "PANEWATCH_NOTIFY_WEBHOOK": "http://127.0.0.1:9/hook"})
+    server = ServerProcess(
+        tmp_path / "state", env={"PANEWATCH_CONFIG": str(config), "PANEWATCH_NOTIFY_WEBHOOK": "http://127.0.0.1:9/hook"}
+    )
     try:
         out = tmp_path / "env"
         s = server.create(command=["sh", "-c", f"env > {out}.part && mv {out}.part {out}"])
@@ -121,8 +122,11 @@ async def test_pane_a_cannot_change_pane_b_state(tmp_path):
     async with live_server(state_dir=tmp_path / "state") as live:
         b = await live.create(command=["sleep", "30"], name="B")
         await live.wait_state(b["id"], "idle")
-        a = await live.create(command=["bash", "--norc", "-c", PANE_A], name="A",
-                              env={"OUT": str(tmp_path), "B_ID": b["id"], "B_PID": str(b["pid"])})
+        a = await live.create(
+            command=["bash", "--norc", "-c", PANE_A],
+            name="A",
+            env={"OUT": str(tmp_path), "B_ID": b["id"], "B_PID": str(b["pid"])},
+        )
         await asyncio.to_thread(wait_file, tmp_path / "done", 1, 15)
         code = {k: (tmp_path / f"{k}.code").read_text() for k in ("to_b", "to_none", "own")}
         body = {k: (tmp_path / f"{k}.body").read_text() for k in ("to_b", "to_none", "own")}

@@ -96,8 +96,13 @@ async def test_ptyprocess_terminate_and_close_contain_the_whole_tree(tmp_path, k
     script = STUBBORN if cgroups else STUBBORN.replace("env -i ", "")
     cgroups = bool(cgroups)
     exited: list[int] = []
-    proc = PtyProcess(["bash", "--norc", "--noprofile", "-c", script, "bash", str(out)],
-                      on_output=lambda data: None, on_exit=exited.append, reaper=reaper, session="t1")
+    proc = PtyProcess(
+        ["bash", "--norc", "--noprofile", "-c", script, "bash", str(out)],
+        on_output=lambda data: None,
+        on_exit=exited.append,
+        reaper=reaper,
+        session="t1",
+    )
     assert proc.containment is not None and (proc.containment.cgroup is not None) == cgroups
     pids = [int(x) for x in await asyncio.to_thread(wait_file, out, 4)]
     environ = Path(f"/proc/{pids[0]}/environ").read_bytes()

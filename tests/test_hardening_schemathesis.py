@@ -38,11 +38,33 @@ def test_schemathesis_finds_no_server_error(tmp_path: Path, capsys: pytest.Captu
         config = tmp_path / "schemathesis.toml"
         config.write_text(f'[parameters]\n"path.sid" = "{sid}"\n')
         run = subprocess.run(
-            [*cli, "--config-file", str(config), "run", f"{server.url}/openapi.json",
-             "-H", f"Authorization: Bearer {server.token}", "--checks", "not_a_server_error",
-             "-n", str(MAX_EXAMPLES), "--seed", str(SEED), "-w", "1", "--phases", "examples,coverage,fuzzing",
-             "--exclude-method", "DELETE", "--no-color"],
-            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+            [
+                *cli,
+                "--config-file",
+                str(config),
+                "run",
+                f"{server.url}/openapi.json",
+                "-H",
+                f"Authorization: Bearer {server.token}",
+                "--checks",
+                "not_a_server_error",
+                "-n",
+                str(MAX_EXAMPLES),
+                "--seed",
+                str(SEED),
+                "-w",
+                "1",
+                "--phases",
+                "examples,coverage,fuzzing",
+                "--exclude-method",
+                "DELETE",
+                "--no-color",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
         summary = [line for line in run.stdout.splitlines() if "generated" in line or "passed" in line]
         with capsys.disabled():
             print("\nschemathesis:", "; ".join(x.strip() for x in summary[-2:]))

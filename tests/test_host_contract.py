@@ -39,13 +39,16 @@ def _bash(script: str) -> list[str]:
 def _tmux_host() -> PaneHost:
     import tempfile
     from pathlib import Path
+
     return TmuxHost(Path(tempfile.mkdtemp(prefix="pw-contract-")) / "state")
 
 
-_REAL = (_bash("stty raw -echo; exec cat"), _bash("printf bye; exit 3"),
-         _bash("show() { printf 'size %s\\r\\n' \"$(stty size)\"; }; trap show WINCH; show; "
-               "while :; do sleep 0.02; done"),
-         _bash("stty raw -echo; exec sleep 60"))
+_REAL = (
+    _bash("stty raw -echo; exec cat"),
+    _bash("printf bye; exit 3"),
+    _bash("show() { printf 'size %s\\r\\n' \"$(stty size)\"; }; trap show WINCH; show; while :; do sleep 0.02; done"),
+    _bash("stty raw -echo; exec sleep 60"),
+)
 
 CASES = [
     HostCase("memory", MemoryHost, ["cat"], ["exit", "3", "bye"], ["size"], ["idle"]),
@@ -91,6 +94,7 @@ async def host(request):
 
 def spawn(host: PaneHost, argv: list[str], sink: Sink, rows: int = 10, cols: int = 40) -> PaneHandle:
     import os
+
     return host.spawn(LaunchSpec("t1", tuple(argv), os.getcwd(), dict(os.environ), rows, cols), sink)
 
 

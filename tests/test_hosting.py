@@ -43,8 +43,25 @@ def test_serve_asking_for_tmux_without_it_is_one_line(tmp_path: Path) -> None:
     token = tmp_path / "token"  # a token file: --token would add its warning line
     token.write_text("x" * 12)
     token.chmod(0o600)
-    r = subprocess.run([sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token-file", str(token),
-                        "--pane-host", "tmux", "--state-dir", str(tmp_path / "s")],
-                       capture_output=True, text=True, timeout=60, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "serve",
+            "--port",
+            "0",
+            "--token-file",
+            str(token),
+            "--pane-host",
+            "tmux",
+            "--state-dir",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == "panewatch: --pane-host tmux: tmux is not installed (Debian: apt-get install tmux)"

@@ -17,8 +17,12 @@ from panewatch.session import SessionSpec
 
 
 def engine(state: Path) -> Engine:
-    return Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=PtyHost(), sweep_ms=50,
-                  keeper=Keeper(Registry.in_state_dir(state)))
+    return Engine(
+        ManifestStore.from_dirs(bundled_manifest_dir()),
+        host=PtyHost(),
+        sweep_ms=50,
+        keeper=Keeper(Registry.in_state_dir(state)),
+    )
 
 
 async def until(check, timeout: float = 10.0) -> None:

@@ -6,10 +6,12 @@ from panewatch_lab.canary import Row, table
 
 
 def test_drift_is_named_and_the_table_has_every_size() -> None:
-    rows = [Row("bash", "32x120", "blocked", "blocked", "tool_confirmation", ""),
-            Row("bash", "24x80", "blocked", "idle", None, "no rule matched"),
-            Row("thinking", "32x120", "working", "idle", "input_box", "Type your message"),
-            Row("fresh", "24x80", "idle", "refused", None, "screen lacks 'Type your message'")]
+    rows = [
+        Row("bash", "32x120", "blocked", "blocked", "tool_confirmation", ""),
+        Row("bash", "24x80", "blocked", "idle", None, "no rule matched"),
+        Row("thinking", "32x120", "working", "idle", "input_box", "Type your message"),
+        Row("fresh", "24x80", "idle", "refused", None, "screen lacks 'Type your message'"),
+    ]
     text = table(rows, [(32, 120), (24, 80)])
     assert "| bash | blocked | blocked (tool_confirmation) | **idle** (no rule matched) |" in text
     assert "| thinking | working | **idle** (input_box) | – |" in text

@@ -28,13 +28,22 @@ from panewatch_lab.claude_env import find_claude
 from panewatch_lab.fixture_writer import write_folder
 
 CLAUDE = find_claude()
-needs_claude = pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                                  "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")
+needs_claude = pytest.mark.skipif(
+    CLAUDE is None,
+    reason="claude CLI not installed (npm install --prefix .lab-npm "
+    "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)",
+)
 
 
 def req(rid: int, step: str, kind: str = "main") -> dict:
-    return {"event": "request", "id": rid, "path": "/v1/messages", "step": step, "mono": float(rid),
-            "conversation": {"kind": kind}}
+    return {
+        "event": "request",
+        "id": rid,
+        "path": "/v1/messages",
+        "step": step,
+        "mono": float(rid),
+        "conversation": {"kind": kind},
+    }
 
 
 def reply(rid: int, step: str, status: str = "complete", stop: str = "end_turn", mono: float = 0.0) -> dict:
@@ -45,21 +54,38 @@ def reply(rid: int, step: str, status: str = "complete", stop: str = "end_turn",
 def test_bundled_plan_has_every_required_kind() -> None:
     plan = load_plan()
     names = {c.name for c in plan.capture}
-    for name in ("blocked-bash", "blocked-edit", "blocked-plan", "blocked-question", "blocked-write",
-                 "idle-fresh", "idle-after-answer", "idle-auto", "idle-after-edit", "idle-after-question",
-                 "idle-prose", "idle-interrupted", "working-thinking", "working-tool", "working-typed"):
+    for name in (
+        "blocked-bash",
+        "blocked-edit",
+        "blocked-plan",
+        "blocked-question",
+        "blocked-write",
+        "idle-fresh",
+        "idle-after-answer",
+        "idle-auto",
+        "idle-after-edit",
+        "idle-after-question",
+        "idle-prose",
+        "idle-interrupted",
+        "working-thinking",
+        "working-tool",
+        "working-typed",
+    ):
         assert name in names
     for spec in plan.capture:  # every label has both witnesses
         assert spec.screen and spec.mock.turn
 
 
-@pytest.mark.parametrize("step", [
-    {"send": "x", "wait": "y"},
-    {},
-    {"key": "1"},
-    {"wait": "("},
-    {"pause": 60},
-])
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"send": "x", "wait": "y"},
+        {},
+        {"key": "1"},
+        {"wait": "("},
+        {"pause": 60},
+    ],
+)
 def test_bad_steps_are_refused(step: dict) -> None:
     with pytest.raises(ValidationError):
         Step.model_validate(step)
@@ -100,8 +126,14 @@ def test_check_mock_reports_each_disagreement() -> None:
 
 
 def test_check_screen_needs_every_regex_and_none_of_the_others() -> None:
-    spec = CaptureSpec(kind="k", state="blocked", note="n", screen=[r"^\s*❯ 1\. Yes$", "proceed"],
-                       not_screen=["esc to interrupt"], mock=MockTruth(turn="tool"))
+    spec = CaptureSpec(
+        kind="k",
+        state="blocked",
+        note="n",
+        screen=[r"^\s*❯ 1\. Yes$", "proceed"],
+        not_screen=["esc to interrupt"],
+        mock=MockTruth(turn="tool"),
+    )
     assert check_screen(spec, ["Do you want to proceed?", " ❯ 1. Yes"]) == []
     assert check_screen(spec, ["Do you want to proceed?", " ❯ 1. Yes please"]) == [r"screen lacks '^\\s*❯ 1\\. Yes$'"]
     assert check_screen(spec, ["proceed", " ❯ 1. Yes", "esc to interrupt"]) == ["screen shows 'esc to interrupt'"]
@@ -116,8 +148,14 @@ def test_write_folder_round_trips_and_replaces_stale_files(tmp_path: Path) -> No
     folder = tmp_path / "claude" / "9.9.9"
     folder.mkdir(parents=True)
     (folder / "old-hand-made.raw").write_bytes(b"x")
-    write_folder(folder, "claude", "9.9.9", "cmd one", [(truth("b.raw"), b"bb"), (truth("a.raw", "blocked"), b"aa")],
-                 replace_all=True)
+    write_folder(
+        folder,
+        "claude",
+        "9.9.9",
+        "cmd one",
+        [(truth("b.raw"), b"bb"), (truth("a.raw", "blocked"), b"aa")],
+        replace_all=True,
+    )
     assert not (folder / "old-hand-made.raw").exists()
     loaded = load_folder(folder)
     assert [fx.truth.file for fx in loaded] == ["a.raw", "b.raw"]  # blocked first
@@ -147,8 +185,15 @@ def test_a_capture_whose_label_the_screen_contradicts_is_refused() -> None:
     bytes come back, whatever the script meant to do."""
     plan = load_plan()
     bash = next(c for c in plan.capture if c.name == "blocked-bash")
-    wrong = bash.model_copy(update={"kind": "mislabelled", "state": "idle", "screen": [r"\? for shortcuts"],
-                                    "not_screen": ["Do you want to"], "mock": MockTruth(turn="done")})
+    wrong = bash.model_copy(
+        update={
+            "kind": "mislabelled",
+            "state": "idle",
+            "screen": [r"\? for shortcuts"],
+            "not_screen": ["Do you want to"],
+            "mock": MockTruth(turn="done"),
+        }
+    )
     assert CLAUDE is not None
     with pytest.raises(CaptureRefused) as refused:
         capture_one(plan, wrong, CLAUDE, 24, 80, cut_timeout=1.0)

@@ -19,8 +19,14 @@ from panewatch_lab.loopback import free_port
 from panewatch_lab.pty_session import PtySession
 
 CLAUDE = find_claude()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                                "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CLAUDE is None,
+        reason="claude CLI not installed (npm install --prefix .lab-npm "
+        "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)",
+    ),
+]
 
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 IDLE = "? for shortcuts"
@@ -46,7 +52,9 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     port, log = free_port(), tmp_path / "mock.jsonl"
     server = subprocess.Popen(
         [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "basic", "--log", str(log)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_listening(port, server, "mock API")
         project = tmp_path / "project"
@@ -92,19 +100,40 @@ def test_bash_permission_prompt_answered_then_idle(lab: Lab) -> None:
 @pytest.mark.parametrize(
     ("task", "dialog", "answer", "done", "steps"),
     [
-        ("task:write", ["Create file", "Do you want to create notes.txt?"], "1", "Wrote notes.txt.",
-         ["write", "write-done"]),
-        ("task:edit", ["Edit file", "Do you want to make this edit to edit-me.txt?"], "1", "Edited edit-me.txt.",
-         ["edit-read", "edit", "edit-done"]),
-        ("task:ask", ["Which fruit should I use?", "Enter to select · ↑/↓ to navigate · Esc to cancel"], "1",
-         "Thanks, noted your choice.", ["ask", "ask-done"]),
+        (
+            "task:write",
+            ["Create file", "Do you want to create notes.txt?"],
+            "1",
+            "Wrote notes.txt.",
+            ["write", "write-done"],
+        ),
+        (
+            "task:edit",
+            ["Edit file", "Do you want to make this edit to edit-me.txt?"],
+            "1",
+            "Edited edit-me.txt.",
+            ["edit-read", "edit", "edit-done"],
+        ),
+        (
+            "task:ask",
+            ["Which fruit should I use?", "Enter to select · ↑/↓ to navigate · Esc to cancel"],
+            "1",
+            "Thanks, noted your choice.",
+            ["ask", "ask-done"],
+        ),
         # "2. Yes, manually approve edits" keeps the session in default mode ("1" switches to auto)
-        ("task:plan", ["Ready to code?", "Would you like to proceed?"], "2", "Plan approved; I would start now.",
-         ["plan-enter", "plan-write", "plan", "plan-done"]),
+        (
+            "task:plan",
+            ["Ready to code?", "Would you like to proceed?"],
+            "2",
+            "Plan approved; I would start now.",
+            ["plan-enter", "plan-write", "plan", "plan-done"],
+        ),
     ],
 )
-def test_other_dialogs_block_until_answered(lab: Lab, task: str, dialog: list[str], answer: str, done: str,
-                                            steps: list[str]) -> None:
+def test_other_dialogs_block_until_answered(
+    lab: Lab, task: str, dialog: list[str], answer: str, done: str, steps: list[str]
+) -> None:
     (lab.project / "edit-me.txt").write_text("hello world\n")
     s = lab.session
     s.send(task + "\r")

@@ -16,8 +16,9 @@ from panewatch_lab.loopback import free_port
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "panewatch", "lab", *args], capture_output=True, text=True,
-                          check=False, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "panewatch", "lab", *args], capture_output=True, text=True, check=False, timeout=timeout
+    )
 
 
 def test_usage_lists_every_command_and_unknown_ones_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,14 +57,33 @@ def test_fake_agent_passes_its_options_through() -> None:
 def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "mock.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "panewatch", "lab", "mock-api", "--port", str(port),
-                             "--scenario", "basic", "--log", str(log)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "lab",
+            "mock-api",
+            "--port",
+            str(port),
+            "--scenario",
+            "basic",
+            "--log",
+            str(log),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_listening(port, proc, "mock-api")
         # a main turn, as the CLI sends it: streamed, with tools
-        body = {"model": "m", "max_tokens": 10, "stream": True, "tools": [{"name": "Bash", "input_schema": {}}],
-                "messages": [{"role": "user", "content": "task:hello"}]}
+        body = {
+            "model": "m",
+            "max_tokens": 10,
+            "stream": True,
+            "tools": [{"name": "Bash", "input_schema": {}}],
+            "messages": [{"role": "user", "content": "task:hello"}],
+        }
         r = httpx.post(f"http://127.0.0.1:{port}/v1/messages", json=body, timeout=10)
         assert r.status_code == 200 and "event: message_stop" in r.text
     finally:

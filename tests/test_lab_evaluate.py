@@ -41,8 +41,18 @@ def test_a_detector_silent_during_the_prompt_missed_it() -> None:
 
 
 def test_median_and_max_over_several_prompts() -> None:
-    truth = segments([(0, "working"), (10, "blocked"), (12, "working"), (20, "blocked"), (22, "working"),
-                      (30, "blocked"), (32, "idle")], 40)
+    truth = segments(
+        [
+            (0, "working"),
+            (10, "blocked"),
+            (12, "working"),
+            (20, "blocked"),
+            (22, "working"),
+            (30, "blocked"),
+            (32, "idle"),
+        ],
+        40,
+    )
     s = score(truth, [(10.1, 12), (20.5, 22), (30.9, 32)])
     assert s.median_latency == pytest.approx(0.5) and s.max_latency == pytest.approx(0.9)
     assert s.mean_persistence == 0
@@ -50,8 +60,18 @@ def test_median_and_max_over_several_prompts() -> None:
 
 def test_persistence_runs_on_across_later_prompts_and_is_no_false_alarm() -> None:
     # the byte tail: the erased prompt stays in the last 8 KB until new output pushes it out
-    truth = segments([(0, "working"), (20, "blocked"), (25, "working"), (30, "idle"), (40, "working"),
-                      (45, "blocked"), (50, "working")], 80)
+    truth = segments(
+        [
+            (0, "working"),
+            (20, "blocked"),
+            (25, "working"),
+            (30, "idle"),
+            (40, "working"),
+            (45, "blocked"),
+            (50, "working"),
+        ],
+        80,
+    )
     s = score(truth, [(20.05, 70)])
     assert [p.latency for p in s.prompts] == [pytest.approx(0.05), 0.0]
     assert [p.persistence for p in s.prompts] == [pytest.approx(45), pytest.approx(20)]
@@ -96,22 +116,49 @@ def test_claude_truth_gates_the_dialog_on_the_tool_the_model_asked_for() -> None
         {"k": "watch", "t": 1.0, "v": ["idle"]},
         {"k": "bot", "t": 2.0, "action": "send"},
         {"k": "mock", "t": 2.1, "event": "request", "path": "/v1/messages", "step": "edit-read"},
-        {"k": "mock", "t": 2.5, "event": "reply", "status": "complete", "stop_reason": "tool_use",
-         "step": "edit-read", "tools": ["Read"]},
+        {
+            "k": "mock",
+            "t": 2.5,
+            "event": "reply",
+            "status": "complete",
+            "stop_reason": "tool_use",
+            "step": "edit-read",
+            "tools": ["Read"],
+        },
         {"k": "mock", "t": 2.6, "event": "request", "path": "/v1/messages", "step": "edit"},
-        {"k": "mock", "t": 3.0, "event": "reply", "status": "complete", "stop_reason": "tool_use",
-         "step": "edit", "tools": ["Edit"]},
+        {
+            "k": "mock",
+            "t": 3.0,
+            "event": "reply",
+            "status": "complete",
+            "stop_reason": "tool_use",
+            "step": "edit",
+            "tools": ["Edit"],
+        },
         # an older reply's quoted "Do you want to proceed?" makes dialog:Bash match too
         {"k": "watch", "t": 3.1, "v": ["dialog:Bash", "dialog:Edit"]},
         {"k": "watch", "t": 7.0, "v": []},
         {"k": "mock", "t": 7.1, "event": "request", "path": "/v1/messages", "step": "edit-done"},
-        {"k": "mock", "t": 7.4, "event": "reply", "status": "complete", "stop_reason": "end_turn",
-         "step": "edit-done", "tools": []},
-        {"k": "mock", "t": 7.5, "event": "reply", "status": "complete", "stop_reason": "end_turn",
-         "step": "side-title", "tools": []},
+        {
+            "k": "mock",
+            "t": 7.4,
+            "event": "reply",
+            "status": "complete",
+            "stop_reason": "end_turn",
+            "step": "edit-done",
+            "tools": [],
+        },
+        {
+            "k": "mock",
+            "t": 7.5,
+            "event": "reply",
+            "status": "complete",
+            "stop_reason": "end_turn",
+            "step": "side-title",
+            "tools": [],
+        },
     ]
-    assert claude_truth(records) == [(1.0, "idle"), (2.0, "working"), (3.1, "blocked"), (7.0, "working"),
-                                     (7.4, "idle")]
+    assert claude_truth(records) == [(1.0, "idle"), (2.0, "working"), (3.1, "blocked"), (7.0, "working"), (7.4, "idle")]
 
 
 def test_claude_truth_ignores_dialog_text_without_a_tool_use_reply() -> None:
@@ -119,8 +166,15 @@ def test_claude_truth_ignores_dialog_text_without_a_tool_use_reply() -> None:
         {"k": "watch", "t": 1.0, "v": ["idle"]},
         {"k": "bot", "t": 2.0, "action": "send"},
         {"k": "watch", "t": 2.5, "v": ["dialog:Bash", "idle"]},  # prose that looks like a prompt
-        {"k": "mock", "t": 2.4, "event": "reply", "status": "complete", "stop_reason": "end_turn",
-         "step": "prose", "tools": []},
+        {
+            "k": "mock",
+            "t": 2.4,
+            "event": "reply",
+            "status": "complete",
+            "stop_reason": "end_turn",
+            "step": "prose",
+            "tools": [],
+        },
     ]
     assert [s for _, s in claude_truth(records)] == ["idle", "working", "idle"]
 
@@ -152,9 +206,18 @@ def test_screen_watch_needs_every_text_of_a_name() -> None:
 
 
 def test_process_samples_grouped_by_truth() -> None:
-    samples = [{"k": "proc", "t": t, "state": "S", "cpu": int(t * 10), "threads": 1,
-                "wchan": "wait_woken" if 20 <= t < 25 else "hrtimer_nanosleep", "syscall": "0" if 20 <= t < 25 else "230"}
-               for t in (11.0, 11.5, 21.0, 21.5, 22.0)]
+    samples = [
+        {
+            "k": "proc",
+            "t": t,
+            "state": "S",
+            "cpu": int(t * 10),
+            "threads": 1,
+            "wchan": "wait_woken" if 20 <= t < 25 else "hrtimer_nanosleep",
+            "syscall": "0" if 20 <= t < 25 else "230",
+        }
+        for t in (11.0, 11.5, 21.0, 21.5, 22.0)
+    ]
     rows = {r.state: r for r in group_by_truth(samples, TRUTH)}
     assert rows["working"].samples == 2 and rows["blocked"].samples == 3
     assert rows["blocked"].wchans == {"wait_woken": 3}
@@ -163,20 +226,37 @@ def test_process_samples_grouped_by_truth() -> None:
 
 
 def _records() -> list[dict]:
-    out: list[dict] = [{"k": "meta", "t": 0.0, "agent": "fake", "session": "s1", "seed": 1, "sweep_ms": 700,
-                        "command": "panewatch lab evaluate --agent fake"}]
-    out += [{"k": "truth", "t": t, "v": v} for t, v in [(0, "idle"), (10, "working"), (20, "blocked"),
-                                                          (25, "working"), (30, "idle")]]
-    out += [{"k": "service", "t": 0.0, "session": "s1", "v": "idle", "source": "screen", "rule": None},
-            {"k": "service", "t": 20.4, "session": "s1", "v": "blocked", "source": "screen",
-             "rule": "permission_dialog"},
-            {"k": "service", "t": 25.1, "session": "s1", "v": "working", "source": "screen", "rule": None},
-            {"k": "service", "t": 26.0, "session": "other", "v": "blocked", "source": "screen", "rule": None}]
-    out += [{"k": "det", "t": 0.0, "d": info.key, "v": "idle" if info.kind == "state" else False}
-            for info in detector_infos()]
-    out += [{"k": "det", "t": 20.05, "d": "screen_50ms", "v": "blocked"},
-            {"k": "det", "t": 25.05, "d": "screen_50ms", "v": "working"},
-            {"k": "det", "t": 12.0, "d": "quiet_0.5", "v": True}, {"k": "det", "t": 14.0, "d": "quiet_0.5", "v": False}]
+    out: list[dict] = [
+        {
+            "k": "meta",
+            "t": 0.0,
+            "agent": "fake",
+            "session": "s1",
+            "seed": 1,
+            "sweep_ms": 700,
+            "command": "panewatch lab evaluate --agent fake",
+        }
+    ]
+    out += [
+        {"k": "truth", "t": t, "v": v}
+        for t, v in [(0, "idle"), (10, "working"), (20, "blocked"), (25, "working"), (30, "idle")]
+    ]
+    out += [
+        {"k": "service", "t": 0.0, "session": "s1", "v": "idle", "source": "screen", "rule": None},
+        {"k": "service", "t": 20.4, "session": "s1", "v": "blocked", "source": "screen", "rule": "permission_dialog"},
+        {"k": "service", "t": 25.1, "session": "s1", "v": "working", "source": "screen", "rule": None},
+        {"k": "service", "t": 26.0, "session": "other", "v": "blocked", "source": "screen", "rule": None},
+    ]
+    out += [
+        {"k": "det", "t": 0.0, "d": info.key, "v": "idle" if info.kind == "state" else False}
+        for info in detector_infos()
+    ]
+    out += [
+        {"k": "det", "t": 20.05, "d": "screen_50ms", "v": "blocked"},
+        {"k": "det", "t": 25.05, "d": "screen_50ms", "v": "working"},
+        {"k": "det", "t": 12.0, "d": "quiet_0.5", "v": True},
+        {"k": "det", "t": 14.0, "d": "quiet_0.5", "v": False},
+    ]
     out.append({"k": "end", "t": 40.0})
     return out
 
@@ -208,9 +288,32 @@ def test_tiny_live_evaluation_end_to_end(tmp_path, capsys) -> None:
 
     The service sweeps every 100 ms here and the bot answers 0.8-1 s after a prompt: an answer
     sooner than a sweep would make the service announce the prompt only while answering it."""
-    argv = ["--agent", "fake", "--seed", "7", "--tasks", "2", "--speed", "20", "--prompt-prob", "1",
-            "--question-prob", "0", "--answer-delay", "0.8,1", "--task-delay", "0.2,0.4", "--tail", "0.5",
-            "--sweep-ms", "100", "--out", str(tmp_path), "--name", "tiny"]
+    argv = [
+        "--agent",
+        "fake",
+        "--seed",
+        "7",
+        "--tasks",
+        "2",
+        "--speed",
+        "20",
+        "--prompt-prob",
+        "1",
+        "--question-prob",
+        "0",
+        "--answer-delay",
+        "0.8,1",
+        "--task-delay",
+        "0.2,0.4",
+        "--tail",
+        "0.5",
+        "--sweep-ms",
+        "100",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "tiny",
+    ]
     assert evaluate.main(argv) == 0
     md = (tmp_path / "tiny.md").read_text()
     for info in detector_infos(sweep_s=0.1):

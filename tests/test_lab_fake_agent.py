@@ -24,8 +24,9 @@ ROWS, COLS = 30, 100
 PROMPT_HEADER = re.compile(rb"(Bash|Create|Edit)\x1b\[\d+G(command|file)")
 
 
-def plan(seed: int, n: int, speed: float, prompt_prob: float = 1.0,
-         question_prob: float = 0.3) -> list[fake_agent.Turn]:
+def plan(
+    seed: int, n: int, speed: float, prompt_prob: float = 1.0, question_prob: float = 0.3
+) -> list[fake_agent.Turn]:
     rng = random.Random(seed)
     return [fake_agent.plan_turn(rng, WORDING, speed, prompt_prob, question_prob) for _ in range(n)]
 
@@ -60,9 +61,21 @@ def start(tmp_path: Path) -> Iterator[Any]:
 
     def _start(seed: int, speed: float = 20.0, prompt_prob: float = 1.0, question_prob: float = 0.3) -> Agent:
         state_file = tmp_path / f"state-{seed}-{len(sessions)}.jsonl"
-        argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--speed", str(speed),
-                "--prompt-prob", str(prompt_prob), "--question-prob", str(question_prob),
-                "--state-file", str(state_file)]
+        argv = [
+            sys.executable,
+            "-m",
+            "panewatch_lab.fake_agent",
+            "--seed",
+            str(seed),
+            "--speed",
+            str(speed),
+            "--prompt-prob",
+            str(prompt_prob),
+            "--question-prob",
+            str(question_prob),
+            "--state-file",
+            str(state_file),
+        ]
         session = PtySession(argv, cwd=str(tmp_path), rows=ROWS, cols=COLS).start()
         sessions.append(session)
         agent = Agent(session, state_file)
@@ -87,7 +100,7 @@ def prompt_bytes(raw: bytes) -> bytes:
     start = headers[-1].start()
     end = raw.find(b"amend", start)
     assert end > start
-    return raw[start: end + len(b"amend")]
+    return raw[start : end + len(b"amend")]
 
 
 def test_idle_screen_process_name_and_read_blocking(start: Any) -> None:
@@ -130,7 +143,7 @@ def test_states_in_the_side_file_follow_the_seeded_plan(start: Any) -> None:
         text = agent.s.text()
         assert f"❯ task number {n}" in text and "Do you want to" not in text
         # earlier turns' questions may still be on screen (the seed's point): look at this turn only
-        this_turn = text[text.rindex(f"❯ task number {n}"):]
+        this_turn = text[text.rindex(f"❯ task number {n}") :]
         asked = squash("Would you like me to add a regression test?") in squash(this_turn)
         assert asked == turn.asks_follow_up
     records = agent.states()

@@ -74,25 +74,38 @@ TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 SYSTEM_TEXT = "You are Claude Code.\n - Primary working directory: /work/proj\n"
 
 
-def body(*messages: dict[str, Any], stream_: bool = True, tools: list[Any] | None = TOOLS,
-         **extra: Any) -> dict[str, Any]:
-    return {"model": "claude-opus-5-5", "max_tokens": 1000, "stream": stream_, "tools": tools,
-            "system": [{"type": "text", "text": SYSTEM_TEXT}], "messages": list(messages), **extra}
+def body(
+    *messages: dict[str, Any], stream_: bool = True, tools: list[Any] | None = TOOLS, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "model": "claude-opus-5-5",
+        "max_tokens": 1000,
+        "stream": stream_,
+        "tools": tools,
+        "system": [{"type": "text", "text": SYSTEM_TEXT}],
+        "messages": list(messages),
+        **extra,
+    }
 
 
 def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [
-        {"type": "text", "text": "<system-reminder>\nnot typed\n</system-reminder>\n"},
-        {"type": "text", "text": text},
-    ]}
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "<system-reminder>\nnot typed\n</system-reminder>\n"},
+            {"type": "text", "text": text},
+        ],
+    }
 
 
 def tool_round(task: str, name: str, result: str, error: bool = False) -> list[dict[str, Any]]:
     return [
         user(task),
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": result, "is_error": error}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result, "is_error": error}],
+        },
     ]
 
 
@@ -105,9 +118,9 @@ async def sse(client: httpx.AsyncClient, payload: dict[str, Any]) -> list[tuple[
         name = ""
         async for line in response.aiter_lines():
             if line.startswith("event: "):
-                name = line[len("event: "):]
+                name = line[len("event: ") :]
             elif line.startswith("data: "):
-                data = json.loads(line[len("data: "):])
+                data = json.loads(line[len("data: ") :])
                 assert data["type"] == name
                 events.append((time.monotonic(), name, data))
     return events
@@ -163,7 +176,9 @@ async def test_tool_use_input_is_assembled_from_json_deltas(served: Served) -> N
     fragments = [d["delta"] for _, n, d in events if n == "content_block_delta" and d["index"] == 1]
     assert all(f["type"] == "input_json_delta" for f in fragments) and len(fragments) > 1
     assert json.loads("".join(f["partial_json"] for f in fragments)) == {
-        "command": "touch x.txt", "description": "Create x.txt"}
+        "command": "touch x.txt",
+        "description": "Create x.txt",
+    }
     assert events[-2][2]["delta"]["stop_reason"] == "tool_use"
     # every block that starts also stops, with matching indexes
     stops = [d["index"] for _, n, d in events if n == "content_block_stop"]
@@ -174,10 +189,25 @@ async def test_tool_use_input_is_assembled_from_json_deltas(served: Served) -> N
     ("messages", "step"),
     [
         (tool_round("task:bash", "Bash", "(Bash completed with no output)"), "bash-done"),
-        (tool_round("task:bash", "Bash", "The user doesn't want to proceed with this tool use.", error=True),
-         "bash-denied"),
+        (
+            tool_round("task:bash", "Bash", "The user doesn't want to proceed with this tool use.", error=True),
+            "bash-denied",
+        ),
         # after a denial the CLI sends the rejection and the next typed words in one message
-        ([*tool_round("task:bash", "Bash", "rejected", error=True)[:2], {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "rejected", "is_error": True}, {"type": "text", "text": "[Request interrupted by user for tool use]\n"}, {"type": "text", "text": "task:hello"}]}], "hello"),
+        (
+            [
+                *tool_round("task:bash", "Bash", "rejected", error=True)[:2],
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "rejected", "is_error": True},
+                        {"type": "text", "text": "[Request interrupted by user for tool use]\n"},
+                        {"type": "text", "text": "task:hello"},
+                    ],
+                },
+            ],
+            "hello",
+        ),
         ([user("something else")], "fallback"),
     ],
 )
@@ -212,8 +242,12 @@ async def test_chunks_are_paced(served: Served) -> None:
 
 async def test_side_request_with_json_schema_gets_valid_json(served: Served) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-    payload = body(user("<conversation>plan</conversation>"), tools=[], stream_=False,
-                   output_config={"format": {"type": "json_schema", "schema": schema}})
+    payload = body(
+        user("<conversation>plan</conversation>"),
+        tools=[],
+        stream_=False,
+        output_config={"format": {"type": "json_schema", "schema": schema}},
+    )
     reply = (await served.client.post("/v1/messages", json=payload)).json()
     assert reply["type"] == "message" and reply["stop_reason"] == "end_turn"
     assert json.loads(reply["content"][0]["text"]) == {"name": "mock name"}
@@ -233,8 +267,12 @@ async def test_count_tokens_models_and_unknown_paths(served: Served) -> None:
     r = await served.client.post("/api/event_logging/batch", json={"events": []})
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
     paths = [(r["path"], r.get("unknown", False)) for r in served.records() if r["event"] == "request"]
-    assert paths == [("/v1/messages/count_tokens", False), ("/v1/models", False),
-                     ("/api/hello", True), ("/api/event_logging/batch", True)]
+    assert paths == [
+        ("/v1/messages/count_tokens", False),
+        ("/v1/models", False),
+        ("/api/hello", True),
+        ("/api/event_logging/batch", True),
+    ]
 
 
 async def test_log_records_requests_and_replies_with_both_clocks(served: Served) -> None:
@@ -243,8 +281,12 @@ async def test_log_records_requests_and_replies_with_both_clocks(served: Served)
     await sse(served.client, body(*tool_round("task:bash", "Bash", "ok")))
     records = served.records()
     assert [(r["event"], r["id"], r["step"]) for r in records] == [
-        ("request", 1, "bash"), ("first_token", 1, "bash"), ("reply", 1, "bash"),
-        ("request", 2, "bash-done"), ("first_token", 2, "bash-done"), ("reply", 2, "bash-done"),
+        ("request", 1, "bash"),
+        ("first_token", 1, "bash"),
+        ("reply", 1, "bash"),
+        ("request", 2, "bash-done"),
+        ("first_token", 2, "bash-done"),
+        ("reply", 2, "bash-done"),
     ]
     for r in records:
         assert before_wall <= r["wall"] <= time.time() and before_mono <= r["mono"] <= time.monotonic()
@@ -284,8 +326,13 @@ def test_scenario_rejects_bad_regexes_and_unknown_keys() -> None:
 
 
 def test_events_without_a_server_keep_block_indexes_consistent() -> None:
-    scenario = Scenario.model_validate({"steps": [{"id": "t", "thinking": "hmm", "text": "hi",
-                                                   "tools": [{"name": "Bash", "input": {"command": "ls"}}]}]})
+    scenario = Scenario.model_validate(
+        {
+            "steps": [
+                {"id": "t", "thinking": "hmm", "text": "hi", "tools": [{"name": "Bash", "input": {"command": "ls"}}]}
+            ]
+        }
+    )
     conv = read_conversation(body(user("anything")))
     msg = stream.message(scenario.steps[0], conv, {})
     evs = list(stream.events(msg, scenario.pacing))

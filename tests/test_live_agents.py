@@ -26,12 +26,19 @@ pytestmark = pytest.mark.slow
 #: What each agent's idle screen shows once it is ready, the rule that must say idle, and how
 #: a confirmed /answer approves its command prompt.
 AGENTS: dict[str, dict[str, Any]] = {
-    "gemini": {"ready": "Type your message", "idle_rule": "input_box", "answer": {"keys": "\r"},
-               "asked": "Allow execution of"},
-    "codex": {"ready": "Ask Codex to do anything", "idle_rule": "composer", "answer": {"keys": "y"},
-              "asked": "Would you like to run"},
-    "aider": {"ready": "^diff>", "idle_rule": "input_prompt", "answer": {"keys": "y\r"},
-              "asked": "Run shell command?"},
+    "gemini": {
+        "ready": "Type your message",
+        "idle_rule": "input_box",
+        "answer": {"keys": "\r"},
+        "asked": "Allow execution of",
+    },
+    "codex": {
+        "ready": "Ask Codex to do anything",
+        "idle_rule": "composer",
+        "answer": {"keys": "y"},
+        "asked": "Would you like to run",
+    },
+    "aider": {"ready": "^diff>", "idle_rule": "input_prompt", "answer": {"keys": "y\r"}, "asked": "Run shell command?"},
 }
 #: (mode, rows, cols): the issue's "in sweep and change mode; at two sizes".
 RUNS = [("sweep", 32, 120), ("change", 24, 80)]
@@ -134,21 +141,32 @@ async def mock_and_live(request: pytest.FixtureRequest) -> AsyncIterator[tuple[L
             yield mock, live
 
 
-async def launch(live: Live, lab: AgentLab, binary: str, work: Path, mock: LoopbackServer, rows_: int,
-                 cols: int) -> str:
+async def launch(
+    live: Live, lab: AgentLab, binary: str, work: Path, mock: LoopbackServer, rows_: int, cols: int
+) -> str:
     env = lab.prepare(work / "home", work / "project", mock.url)
-    s = await live.create(agent=lab.agent, command=lab.argv(binary, work / "project"), cwd=str(work / "project"),
-                          env=env, rows=rows_, cols=cols)
+    s = await live.create(
+        agent=lab.agent,
+        command=lab.argv(binary, work / "project"),
+        cwd=str(work / "project"),
+        env=env,
+        rows=rows_,
+        cols=cols,
+    )
     return s["id"]
 
 
-PARAMS = [pytest.param((agent, mode), rows_, cols, id=f"{agent}-{mode}-{rows_}x{cols}")
-          for agent in AGENTS for mode, rows_, cols in RUNS]
+PARAMS = [
+    pytest.param((agent, mode), rows_, cols, id=f"{agent}-{mode}-{rows_}x{cols}")
+    for agent in AGENTS
+    for mode, rows_, cols in RUNS
+]
 
 
 @pytest.mark.parametrize(("mock_and_live", "rows_", "cols"), PARAMS, indirect=["mock_and_live"])
-async def test_a_session_from_start_to_approval_to_idle(mock_and_live, rows_: int, cols: int, work: Path,
-                                                        request: pytest.FixtureRequest) -> None:
+async def test_a_session_from_start_to_approval_to_idle(
+    mock_and_live, rows_: int, cols: int, work: Path, request: pytest.FixtureRequest
+) -> None:
     mock, live = mock_and_live
     agent = request.node.callspec.params["mock_and_live"][0]
     facts = AGENTS[agent]
@@ -207,10 +225,21 @@ async def test_a_session_from_start_to_approval_to_idle(mock_and_live, rows_: in
         if agent == "codex":
             # a sub-second turn: its working phase is seen (the OSC 7501 status, or the screen)
             assert any(d[1] == "working" for d in decisions.seen[mark:]), decisions.seen[mark:]
-        assert "blocked" not in decisions.states()[:first_idle + 1]
-        falsely_blocked = [d for d in decisions.seen if d[1] == "blocked" and d[2] == "screen"
-                           and d[3] not in ("tool_confirmation", "action_required_title", "approval_modal",
-                                            "approval_question", "confirm_prompt")]
+        assert "blocked" not in decisions.states()[: first_idle + 1]
+        falsely_blocked = [
+            d
+            for d in decisions.seen
+            if d[1] == "blocked"
+            and d[2] == "screen"
+            and d[3]
+            not in (
+                "tool_confirmation",
+                "action_required_title",
+                "approval_modal",
+                "approval_question",
+                "confirm_prompt",
+            )
+        ]
         assert not falsely_blocked, decisions.seen
     finally:
         decisions.close()

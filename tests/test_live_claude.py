@@ -24,8 +24,14 @@ from panewatch_lab.mock_server import MockServer
 from panewatch_lab.scenario import Pacing, load_scenario
 
 CLAUDE = find_claude()
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                                f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CLAUDE is None,
+        reason="claude CLI not installed (npm install --prefix .lab-npm "
+        f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
+    ),
+]
 
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 #: The think step, shortened: long enough to be seen working, short enough for a fast test.
@@ -101,8 +107,9 @@ async def launch(live: Live, mock: MockServer, tmp_path: Path) -> str:
     """The pinned CLI as a service session, once its empty prompt is on screen."""
     project = tmp_path / "project"
     env = prepare_home(tmp_path / "home", project, API_KEY, mock.url)
-    s = await live.create(agent="claude", command=[CLAUDE, "--permission-mode", "default"], cwd=str(project),
-                          env=env, rows=32, cols=120)
+    s = await live.create(
+        agent="claude", command=[CLAUDE, "--permission-mode", "default"], cwd=str(project), env=env, rows=32, cols=120
+    )
     assert s["command"][-2] == "--settings" and "UserPromptSubmit" in s["command"][-1], "hooks were added"
     await screen_shows(live, s["id"], "? for shortcuts", 30)
     return s["id"]
@@ -127,12 +134,16 @@ async def explain(live: Live, sid: str) -> dict[str, Any]:
 
 
 def main_steps(mock: MockServer) -> list[str]:
-    return [r["step"] for r in mock.records() if r["event"] == "request" and r.get("path") == "/v1/messages"
-            and r["conversation"]["kind"] == "main"]
+    return [
+        r["step"]
+        for r in mock.records()
+        if r["event"] == "request" and r.get("path") == "/v1/messages" and r["conversation"]["kind"] == "main"
+    ]
 
 
-async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_report(live: Live, mock: MockServer,
-                                                                                 tmp_path: Path) -> None:
+async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_report(
+    live: Live, mock: MockServer, tmp_path: Path
+) -> None:
     async with live.ws("/ws/state") as ws:
         events = Events(ws)
         sid = await launch(live, mock, tmp_path)
@@ -147,8 +158,12 @@ async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_repor
         assert (blocked["source"], blocked["rule"]) in {("hook", "PermissionRequest"), ("screen", "permission_dialog")}
         await screen_shows(live, sid, "Do you want to proceed?")
         info = await explain(live, sid)
-        assert info["decision"] == {**info["decision"], "state": "blocked", "source": "screen",
-                                    "rule": "permission_dialog"}
+        assert info["decision"] == {
+            **info["decision"],
+            "state": "blocked",
+            "source": "screen",
+            "rule": "permission_dialog",
+        }
         assert info["screen_verdict"]["rule"] == "permission_dialog" and info["agent"] == "claude"
         # the CLI's own hook said so too (the screen's blocked holds over any report)
         assert info["signals"]["report"]["event"] in {"PermissionRequest", "Notification:permission_prompt"}
@@ -172,7 +187,8 @@ async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_repor
         decisions.close()
         from_hooks = {rule for _, source, rule in decisions.seen if source == "hook"}
         assert from_hooks & {"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"}, (
-            decisions.seen)
+            decisions.seen
+        )
         events.close()
 
 
@@ -196,9 +212,12 @@ async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: Mock
             thinking = await explain(live, sid)
         assert thinking["decision"]["state"] == "working"
         assert (thinking["signals"]["report"]["event"], thinking["signals"]["report"]["state"]) == (
-            "UserPromptSubmit", "working")
-        idle = await events.wait(lambda e: e.get("session") == sid and e.get("state") == "idle", THINK_TTFT + 15,
-                                 after=mark)
+            "UserPromptSubmit",
+            "working",
+        )
+        idle = await events.wait(
+            lambda e: e.get("session") == sid and e.get("state") == "idle", THINK_TTFT + 15, after=mark
+        )
         assert idle["prev"] == "working"
         await screen_shows(live, sid, "The answer is 42.")
         tasks = [r["conversation"]["task"] for r in mock.records() if r["event"] == "request"]
@@ -209,8 +228,7 @@ async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: Mock
         events.close()
 
 
-async def test_esc_interrupt_ends_idle_although_stop_never_fires(live: Live, mock: MockServer,
-                                                                 tmp_path: Path) -> None:
+async def test_esc_interrupt_ends_idle_although_stop_never_fires(live: Live, mock: MockServer, tmp_path: Path) -> None:
     async with live.ws("/ws/state") as ws:
         events = Events(ws)
         sid = await launch(live, mock, tmp_path)

@@ -29,8 +29,12 @@ class Service:
     def __init__(self, *args: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_") or k == "PANEWATCH_STATE_DIR"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, "--sweep-ms", "100",
-             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            [sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, "--sweep-ms", "100", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -39,8 +43,9 @@ class Service:
         found = re.search(r"http://[\d.]+:(\d+)", first)
         assert found, first + self.drain()
         self.port = int(found.group(1))
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{found.group(1)}",
-                                 headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15)
+        self.http = httpx.Client(
+            base_url=f"http://127.0.0.1:{found.group(1)}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15
+        )
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -91,9 +96,15 @@ def test_session_log_lines_carry_the_session_id(tmp_path):
     shutil.copy(Path(bundled_manifest_dir()) / "claude.toml", overrides / "claude.toml")
     service = Service("--log-json", "--manifests", str(overrides))
     try:
-        r = service.http.post("/api/sessions", json={
-            "agent": "claude", "rows": 12, "cols": 60,
-            "command": ["bash", "--norc", "--noprofile", "-c", claude_like()]})
+        r = service.http.post(
+            "/api/sessions",
+            json={
+                "agent": "claude",
+                "rows": 12,
+                "cols": 60,
+                "command": ["bash", "--norc", "--noprofile", "-c", claude_like()],
+            },
+        )
         assert r.status_code == 201, r.text
         sid = r.json()["id"]
         started = service.wait_line(lambda rec: rec["msg"].startswith("started"))

@@ -61,7 +61,8 @@ def test_no_match_is_idle_never_blocked(tmp_path):
 
 
 def test_all_any_and_not_combine(tmp_path):
-    m = compiled("""
+    m = compiled(
+        """
         [[rules]]
         name = "menu"
         state = "blocked"
@@ -69,7 +70,9 @@ def test_all_any_and_not_combine(tmp_path):
         all = ['❯ 1\\.']
         any = ['Esc to cancel', 'Enter to select']
         not = ['showing detailed transcript']
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert m.classify(["❯ 1. Yes", "Esc to cancel"]).state == "blocked"
     assert m.classify(["❯ 1. Yes"]).state == "idle"  # all without any
     assert m.classify(["Esc to cancel"]).state == "idle"  # any without all
@@ -77,14 +80,17 @@ def test_all_any_and_not_combine(tmp_path):
 
 
 def test_ignore_case_flag(tmp_path):
-    m = compiled("""
+    m = compiled(
+        """
         [[rules]]
         name = "x"
         state = "working"
         why = "w"
         any = ['ESC TO INTERRUPT']
         ignore_case = true
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert m.classify(["esc to interrupt"]).state == "working"
 
 
@@ -132,7 +138,8 @@ def test_horizontal_rule_shapes():
 
 
 def test_prose_above_the_prompt_box_is_not_a_dialog(tmp_path):
-    m = compiled("""
+    m = compiled(
+        """
         [[rules]]
         name = "dialog"
         state = "blocked"
@@ -148,10 +155,19 @@ def test_prose_above_the_prompt_box_is_not_a_dialog(tmp_path):
         region = "above_prompt_box"
         last = 1
         any = ['…\\s*\\(\\d+s']
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     verdict = m.classify(SCREEN)
     assert verdict.state == "working" and verdict.rule == "spinner"
-    dialog = [*SCREEN[:5], "─" * 40, " Do you want to proceed?", " ❯ 1. Yes", "   2. No", " Esc to cancel · Tab to amend"]
+    dialog = [
+        *SCREEN[:5],
+        "─" * 40,
+        " Do you want to proceed?",
+        " ❯ 1. Yes",
+        "   2. No",
+        " Esc to cancel · Tab to amend",
+    ]
     assert m.classify(dialog).rule == "dialog"
 
 
@@ -261,8 +277,12 @@ def test_later_folder_overrides_and_process_lookup(tmp_path):
 
 def test_extends_takes_the_base_rules_after_its_own(tmp_path):
     write(tmp_path, "demo.toml", HEADER + TWO_RULES)
-    write(tmp_path, "child.toml", 'agent = "child"\nversion = "1"\nextends = "demo"\n'
-          '[[rules]]\nname = "own"\nstate = "idle"\nwhy = "w"\nany = ["Do you want"]\n')
+    write(
+        tmp_path,
+        "child.toml",
+        'agent = "child"\nversion = "1"\nextends = "demo"\n'
+        '[[rules]]\nname = "own"\nstate = "idle"\nwhy = "w"\nany = ["Do you want"]\n',
+    )
     store = ManifestStore.from_dirs(tmp_path)
     child = store.get("child")
     assert [r.rule.name for r in child.rules] == ["own", "prompt", "busy"]
@@ -293,8 +313,10 @@ def test_bundled_manifests_all_load():
 def test_a_rules_verdict_is_remembered_by_its_region_text_and_the_memo_is_bounded():
     from panewatch import manifest as m
 
-    source = ('agent = "t"\nversion = "1"\n[[rules]]\nname = "ask"\nstate = "blocked"\nregion = "bottom:2"\n'
-              "any = ['Proceed\\?']\nwhy = \"a question\"\n")
+    source = (
+        'agent = "t"\nversion = "1"\n[[rules]]\nname = "ask"\nstate = "blocked"\nregion = "bottom:2"\n'
+        "any = ['Proceed\\?']\nwhy = \"a question\"\n"
+    )
     compiled = m.CompiledManifest.build(m.parse_manifest(Path("t.toml"), source))
     rule = compiled.rules[0]
     calls: list[str] = []

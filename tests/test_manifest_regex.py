@@ -33,13 +33,27 @@ from panewatch.manifest import (
 HAS_RE2 = manifest_mod._re2 is not None
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 FLAGS = re.MULTILINE
-BUNDLED = sorted({(cr.rule.name, p.pattern, cr.rule.ignore_case)
-                  for agent in STORE.agents() for cr in STORE.get(agent).rules
-                  for p in (*cr.any, *cr.all, *cr.not_)})
+BUNDLED = sorted(
+    {
+        (cr.rule.name, p.pattern, cr.rule.ignore_case)
+        for agent in STORE.agents()
+        for cr in STORE.get(agent).rules
+        for p in (*cr.any, *cr.all, *cr.not_)
+    }
+)
 
 CATASTROPHIC = [
-    r"(a+)+$", r"(a*)*b", r"(\w+\s?)+$", r"(x+x+)+y", r"(.*a){12}", r"^(\d+)*$",
-    r"(a|aa)+$", r"(a|a)*$", r"(?:[^\S\n]+\S+)+:", r"(ab|a)*c", r"(a)\1",
+    r"(a+)+$",
+    r"(a*)*b",
+    r"(\w+\s?)+$",
+    r"(x+x+)+y",
+    r"(.*a){12}",
+    r"^(\d+)*$",
+    r"(a|aa)+$",
+    r"(a|a)*$",
+    r"(?:[^\S\n]+\S+)+:",
+    r"(ab|a)*c",
+    r"(a)\1",
 ]
 
 
@@ -83,6 +97,7 @@ def test_a_refused_reload_keeps_the_previous_manifest(tmp_path):
     before = store.get("demo")
     path.write_text(_manifest("(a+)+$"), encoding="utf-8")
     import os
+
     os.utime(path, ns=(1, before.mtime_ns + 10_000_000))
     errors = store.reload_if_changed()
     assert [e.line for e in errors] == [15]
@@ -96,15 +111,24 @@ def test_every_bundled_pattern_passes_the_load_check(pattern):
 
 
 def test_safe_shapes_are_accepted():
-    for pattern in [r"^(\w+ )?(ask|code)?> ?$", r"(?:[^\S\n]+\([^\n]*\))?", r"(?:foo|bar)+",
-                    r"(ab){3,}", r"[yY]/[nN]", r"Esc to cancel(?=[^\S\n]*(?:·[^\n]*)?$)"]:
+    for pattern in [
+        r"^(\w+ )?(ask|code)?> ?$",
+        r"(?:[^\S\n]+\([^\n]*\))?",
+        r"(?:foo|bar)+",
+        r"(ab){3,}",
+        r"[yY]/[nN]",
+        r"Esc to cancel(?=[^\S\n]*(?:·[^\n]*)?$)",
+    ]:
         assert backtracking_hazard(pattern) is None, pattern
 
 
 @pytest.mark.skipif(not HAS_RE2, reason="google-re2 has no wheel for this platform")
 def test_bundled_patterns_run_on_re2_except_lookarounds():
-    on_re = [p for _, p, ic in BUNDLED
-             if getattr(compile_rule_pattern(p, FLAGS | (re.I if ic else 0)), "engine", "re") == "re"]
+    on_re = [
+        p
+        for _, p, ic in BUNDLED
+        if getattr(compile_rule_pattern(p, FLAGS | (re.I if ic else 0)), "engine", "re") == "re"
+    ]
     assert all("(?=" in p or "(?!" in p or "(?<" in p for p in on_re), on_re
     assert len(on_re) < len(BUNDLED) / 4
 
@@ -162,7 +186,21 @@ def test_re2_agrees_with_re_on_every_fixture_screen(name, pattern, ignore_case):
         _agree(pattern, flags, text)
 
 
-_ALPHABET = st.sampled_from([*list("aAyYnN ❯›•◦…·─│>:?()[]/\n\t\xa0\u2003\u3000é1٣_-."), "Password", "password", "Esc to cancel", "esc to interrupt", "1. ", "(Y)es/(N)o", "[y/N]", "Do you want to proceed?", "Working (", "ask> "])
+_ALPHABET = st.sampled_from(
+    [
+        *list("aAyYnN ❯›•◦…·─│>:?()[]/\n\t\xa0\u2003\u3000é1٣_-."),
+        "Password",
+        "password",
+        "Esc to cancel",
+        "esc to interrupt",
+        "1. ",
+        "(Y)es/(N)o",
+        "[y/N]",
+        "Do you want to proceed?",
+        "Working (",
+        "ask> ",
+    ]
+)
 
 
 @pytest.mark.skipif(not HAS_RE2, reason="google-re2 has no wheel for this platform")

@@ -69,7 +69,8 @@ async def test_metrics_move_with_sessions_and_survive_deletion():
         assert v(idle, "panewatch_sessions", state="idle") == 1 and v(idle, "panewatch_sessions", state="blocked") == 0
         assert v(idle, "panewatch_notifications_total") == 2  # the turn ended
         assert v(idle, "panewatch_state_transitions_total", source="screen") > v(
-            blocked, "panewatch_state_transitions_total", source="screen")
+            blocked, "panewatch_state_transitions_total", source="screen"
+        )
         assert v(idle, "panewatch_pty_read_bytes_total") > v(blocked, "panewatch_pty_read_bytes_total")
 
         assert (await live.http.delete(f"/api/sessions/{s['id']}")).status_code == 200
@@ -93,8 +94,7 @@ async def test_metrics_need_the_token_unless_made_public():
 
 def test_exposition_pieces():
     lines = family("x_total", "counter", "Help.", [("x_total", {"a": 'q"\\\n'}, 3), ("x_total", {}, 0.5)])
-    assert lines == ["# HELP x_total Help.", "# TYPE x_total counter", 'x_total{a="q\\"\\\\\\n"} 3',
-                     "x_total 0.5"]
+    assert lines == ["# HELP x_total Help.", "# TYPE x_total counter", 'x_total{a="q\\"\\\\\\n"} 3', "x_total 0.5"]
     parsed = list(text_string_to_metric_families("\n".join(lines) + "\n"))
     assert parsed[0].samples[0].labels == {"a": 'q"\\\n'}
     assert math.isnan(quantile([], 0.5))

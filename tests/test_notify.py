@@ -24,8 +24,16 @@ class Clock:
 
 
 def transition(n: Notifier, prev: str | None, state: str, session: str = "s1"):
-    return n.on_transition(session=session, name="pane", agent="claude", prev=prev, state=state,
-                           source="screen", rule="permission_dialog", why="a permission dialog")
+    return n.on_transition(
+        session=session,
+        name="pane",
+        agent="claude",
+        prev=prev,
+        state=state,
+        source="screen",
+        rule="permission_dialog",
+        why="a permission dialog",
+    )
 
 
 def test_only_entering_blocked_and_turn_end_notify():

@@ -17,7 +17,11 @@ def test_codex_status_strings_as_codex_writes_them() -> None:
     screen.feed(b"\x1b]7501;?\x07")  # Codex's query: not a status
     assert screen.oob.status is None
     screen.feed(b"\x1b]7501;state=blocked:app=codex:kind=permission\x07hi")
-    assert (screen.oob.status.state, screen.oob.status.kind, screen.oob.status.app) == ("blocked", "permission", "codex")
+    assert (screen.oob.status.state, screen.oob.status.kind, screen.oob.status.app) == (
+        "blocked",
+        "permission",
+        "codex",
+    )
     screen.feed(b"\x1b]7501;state=done:app=codex\x1b\\")
     assert screen.oob.status.state == "idle" and screen.oob.status.raw == "done"
     screen.feed(b"\x1b]133;A\x07")
@@ -35,7 +39,10 @@ def test_progress_and_notifications() -> None:
     oob.feed("777", "notify;Codex;Approval needed")
     oob.feed("99", "i=1:d=0;Kitty says hi")
     assert [(n.protocol, n.title, n.body) for n in oob.notifications] == [
-        ("osc9", "", "Build finished"), ("osc777", "Codex", "Approval needed"), ("osc99", "", "Kitty says hi")]
+        ("osc9", "", "Build finished"),
+        ("osc777", "Codex", "Approval needed"),
+        ("osc99", "", "Kitty says hi"),
+    ]
     oob.feed("7501", "state=nonsense")
     oob.feed("777", "")
     assert oob.status is None and oob.notified == 3
@@ -45,7 +52,11 @@ def test_the_signal_order_with_a_status() -> None:
     from panewatch.oob import Status
     from panewatch.signals import Report
 
-    blocked, working, idle = Status("blocked", "blocked", "permission"), Status("working", "working"), Status("idle", "done")
+    blocked, working, idle = (
+        Status("blocked", "blocked", "permission"),
+        Status("working", "working"),
+        Status("idle", "done"),
+    )
 
     def read(screen: Verdict, status, at: float = 5.0, changed: float = 1.0, report=None) -> tuple:
         d = combine(screen, status=status, status_at=at, screen_changed_at=changed, report=report, now=10.0)
@@ -70,8 +81,10 @@ async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) 
     from engine_support import bash, wait_state
     from panewatch.session import SessionSpec
 
-    script = (r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "
-              r"printf '\033]7501;state=done:app=codex\007'; sleep 30")
+    script = (
+        r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "
+        r"printf '\033]7501;state=done:app=codex\007'; sleep 30"
+    )
     import asyncio
 
     sid = engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40))["id"]

@@ -39,7 +39,10 @@ def test_bytes_become_a_decision_and_since_moves_only_with_the_state():
     pane.receive(PROMPT)
     read(pane)
     assert (pane.decision.state, pane.decision.source, pane.decision.rule) == (
-        State.blocked, Source.screen, "permission_dialog")
+        State.blocked,
+        Source.screen,
+        "permission_dialog",
+    )
     assert pane.decision.since == clock.time() + 5000.0
 
 
@@ -53,7 +56,11 @@ def test_a_report_counts_inside_its_freshness_window_only():
     decision = pane.classify(STORE, 60.0)
     pane.set_decision(decision)
     assert (decision.state, decision.source, decision.event, decision.rule) == (
-        State.working, Source.hook, "PreToolUse", None)
+        State.working,
+        Source.hook,
+        "PreToolUse",
+        None,
+    )
     assert not pane.needs_classify(STORE, 60.0)
     clock.advance(61)
     assert pane.needs_classify(STORE, 60.0)  # gone stale without any output
@@ -71,8 +78,7 @@ def test_the_shell_back_in_the_foreground_decides_after_an_agent_ran():
     pane.receive(b"\x1b[2J\x1b[H" + WORKING)  # the agent's last words, still on screen
     assert pane.sample_foreground(42, programs.get)
     read(pane)
-    assert (pane.decision.state, pane.decision.source, pane.decision.program) == (
-        State.idle, Source.process, "bash")
+    assert (pane.decision.state, pane.decision.source, pane.decision.program) == (State.idle, Source.process, "bash")
     assert not pane.sample_foreground(42, programs.get)  # same group, read moments ago
     clock.advance(2.5)
     assert not pane.sample_foreground(42, programs.get)  # re-read: the same program

@@ -11,14 +11,27 @@ from panewatch.screen import Screen
 
 RULE = "─" * 40
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
-BLOCKED = [f for folder in find_folders(default_root()) for f in load_folder(folder)
-           if f.truth.state == "blocked" and f.agent == "claude"]
+BLOCKED = [
+    f
+    for folder in find_folders(default_root())
+    for f in load_folder(folder)
+    if f.truth.state == "blocked" and f.agent == "claude"
+]
 
 
 def test_a_menu_after_a_stray_numbered_line_is_read_whole():
-    lines = [" 1. an agent reply mentioning options", RULE, " Bash command", "   rm -rf build",
-             " Do you want to proceed?", " ❯ 1. Yes", "   2. Yes, and don't ask again for rm commands in /work",
-             "   3. No", "", " Esc to cancel · Tab to amend"]
+    lines = [
+        " 1. an agent reply mentioning options",
+        RULE,
+        " Bash command",
+        "   rm -rf build",
+        " Do you want to proceed?",
+        " ❯ 1. Yes",
+        "   2. Yes, and don't ask again for rm commands in /work",
+        "   3. No",
+        "",
+        " Esc to cancel · Tab to amend",
+    ]
     assert numbered_options(lines) == [
         {"option": 1, "label": "Yes", "selected": True},
         {"option": 2, "label": "Yes, and don't ask again for rm commands in /work", "selected": False},
@@ -33,13 +46,16 @@ def test_menus_without_a_rule_and_inside_boxes_are_read_too():
     assert numbered_options(["2. not a menu", "3. either"]) == []
 
 
-@pytest.mark.parametrize(("lines", "kind"), [
-    (["Overwrite file.txt? (y/n) "], "yes_no"),
-    (["Proceed? [Y/n]"], "yes_no"),
-    (["[sudo] password for ann: "], "password"),
-    (["Enter passphrase for key '/root/.ssh/id_ed25519': "], "password"),
-    (["What should the branch be called?", "> "], "text"),
-])
+@pytest.mark.parametrize(
+    ("lines", "kind"),
+    [
+        (["Overwrite file.txt? (y/n) "], "yes_no"),
+        (["Proceed? [Y/n]"], "yes_no"),
+        (["[sudo] password for ann: "], "password"),
+        (["Enter passphrase for key '/root/.ssh/id_ed25519': "], "password"),
+        (["What should the branch be called?", "> "], "text"),
+    ],
+)
 def test_other_prompt_kinds(lines, kind):
     prompt = read_prompt(lines, cursor_row=len(lines) - 1)
     assert prompt.kind == kind
@@ -57,8 +73,7 @@ def test_every_blocked_claude_capture_gives_its_numbered_options(fixture):
     lines = screen.lines()
     verdict = manifest.classify(lines, screen.title, screen.cursor.row)
     assert verdict.state == "blocked"
-    prompt = read_prompt(lines, title=screen.title, cursor_row=screen.cursor.row, manifest=manifest,
-                         rule=verdict.rule)
+    prompt = read_prompt(lines, title=screen.title, cursor_row=screen.cursor.row, manifest=manifest, rule=verdict.rule)
     assert prompt.kind == "options", "\n".join(lines)
     assert len(prompt.options) >= 2 and sum(o["selected"] for o in prompt.options) == 1
     numbers = [o.get("option") for o in prompt.options]
@@ -70,8 +85,15 @@ def test_every_blocked_claude_capture_gives_its_numbered_options(fixture):
 
 
 def test_a_menu_without_numbers_is_answered_with_arrows():
-    lines = [RULE, " Is this a project you trust?", "", " ❯ No, exit", "   Yes, I trust this folder", "",
-             " Enter to confirm · Esc to cancel"]
+    lines = [
+        RULE,
+        " Is this a project you trust?",
+        "",
+        " ❯ No, exit",
+        "   Yes, I trust this folder",
+        "",
+        " Enter to confirm · Esc to cancel",
+    ]
     assert numbered_options(lines) == []
     assert read_prompt(lines).options == [
         {"label": "No, exit", "selected": True, "keys": "\r"},

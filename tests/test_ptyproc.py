@@ -18,8 +18,12 @@ class Child:
     def __init__(self, argv, **kw):
         self.out = bytearray()
         self.exited = asyncio.get_running_loop().create_future()
-        self.proc = PtyProcess(argv, on_output=self.out.extend,
-                               on_exit=lambda code: self.exited.done() or self.exited.set_result(code), **kw)
+        self.proc = PtyProcess(
+            argv,
+            on_output=self.out.extend,
+            on_exit=lambda code: self.exited.done() or self.exited.set_result(code),
+            **kw,
+        )
 
     async def until(self, needle: bytes, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
@@ -30,8 +34,15 @@ class Child:
 
 
 async def test_output_input_and_controlling_terminal():
-    c = Child(["bash", "--norc", "--noprofile", "-c",
-               'tty; [ -t 0 ] && echo STDIN-IS-TTY; read -r line; echo "got:$line"; exit 7'])
+    c = Child(
+        [
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            'tty; [ -t 0 ] && echo STDIN-IS-TTY; read -r line; echo "got:$line"; exit 7',
+        ]
+    )
     await c.until(b"STDIN-IS-TTY")
     assert b"/dev/pts/" in c.out
     c.proc.write(b"hello\r")
@@ -51,8 +62,17 @@ async def test_child_is_session_leader_and_foreground_group():
 
 
 async def test_resize_sends_sigwinch_and_sets_the_size():
-    c = Child(["bash", "--norc", "--noprofile", "-c",
-               "trap 'echo WINCH $(stty size)' WINCH; echo ready; while :; do sleep 0.05; done"], rows=24, cols=80)
+    c = Child(
+        [
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            "trap 'echo WINCH $(stty size)' WINCH; echo ready; while :; do sleep 0.05; done",
+        ],
+        rows=24,
+        cols=80,
+    )
     await c.until(b"ready")
     c.proc.resize(40, 132)
     await c.until(b"WINCH 40 132")
@@ -62,8 +82,7 @@ async def test_resize_sends_sigwinch_and_sets_the_size():
 
 async def test_exit_is_seen_from_the_process_not_from_eof():
     # the grandchild ignores SIGHUP and keeps the slave open for 3 s after the child exits
-    c = Child(["bash", "--norc", "--noprofile", "-c",
-               "(trap '' HUP; sleep 3; echo LATE) & echo started; exit 5"])
+    c = Child(["bash", "--norc", "--noprofile", "-c", "(trap '' HUP; sleep 3; echo LATE) & echo started; exit 5"])
     start = time.monotonic()
     assert await asyncio.wait_for(c.exited, 5) == 5
     assert time.monotonic() - start < 1.5

@@ -15,9 +15,19 @@ from panewatch.statedir import StateDirError, load_or_create_token, prepare_stat
 
 
 def record(sid: str = "a1b2c3d4", **kw) -> Record:
-    base = dict(id=sid, name="claude", command=["claude", "--settings", "{}"], cwd="/tmp",
-                token_hash=hash_token("tok-" + sid), host_kind="tmux", host_ref="%3", rows=32, cols=120,
-                agent="claude", created=1000.0)
+    base = dict(
+        id=sid,
+        name="claude",
+        command=["claude", "--settings", "{}"],
+        cwd="/tmp",
+        token_hash=hash_token("tok-" + sid),
+        host_kind="tmux",
+        host_ref="%3",
+        rows=32,
+        cols=120,
+        agent="claude",
+        created=1000.0,
+    )
     base.update(kw)
     return Record(**base)
 
@@ -34,7 +44,12 @@ def test_sessions_survive_reopening(tmp_path: Path) -> None:
     again = Registry.in_state_dir(tmp_path)
     s1, s2 = again.all()
     assert (s1.id, s1.state, s1.since, s1.why, s1.agent_session_id) == (
-        "s1", "blocked", 1234.5, "permission prompt", "0b7f-claude-session")
+        "s1",
+        "blocked",
+        1234.5,
+        "permission prompt",
+        "0b7f-claude-session",
+    )
     assert s1.command == ["claude", "--settings", "{}"] and s1.host_kind == "tmux" and s1.hooks
     assert (s2.host_ref, s2.agent, s2.hooks) == ("%9", None, False)
     again.remove("s1")

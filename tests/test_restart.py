@@ -34,13 +34,27 @@ class Service:
 
     def start(self) -> Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-        argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(self.port), "--sweep-ms", "150",
-                "--pane-host", "tmux", "--state-dir", str(self.state), *self.extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "panewatch",
+            "serve",
+            "--port",
+            str(self.port),
+            "--sweep-ms",
+            "150",
+            "--pane-host",
+            "tmux",
+            "--state-dir",
+            str(self.state),
+            *self.extra,
+        ]
         if self.token:
             argv += ["--token", self.token]
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log.read_text()
@@ -57,8 +71,7 @@ class Service:
         return f"http://127.0.0.1:{self.port}"
 
     def client(self, token: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"},
-                            timeout=15)
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=15)
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -110,7 +123,10 @@ def state(tmp_path: Path):
 
 
 #: Claude Code's working screen, its spinner row redrawn at 10 Hz (the claude manifest: working)
-SPINNER = [sys.executable, "-c", """
+SPINNER = [
+    sys.executable,
+    "-c",
+    """
 import sys, time
 rule = "\u2500" * 60
 sys.stdout.write("\\r\\n".join(["* Working...", "", rule, "\u276f ", rule, "  esc to interrupt"]))
@@ -120,7 +136,8 @@ while True:
     time.sleep(0.1)
     i += 1
     sys.stdout.write("\\x1b7\\x1b[5A\\r\\x1b[2K%s Working... (%ds)\\x1b8" % ("|/-\\\\"[i % 4], i // 10))
-"""]
+""",
+]
 
 
 def agent_env(pid: int) -> dict[str, str]:
@@ -133,6 +150,7 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
     svc = Service(state, "--transcripts", str(casts)).start()
     try:
         with svc.client() as c:
+
             def create(name: str, command: list[str], agent: str | None = None) -> dict:
                 body = {"name": name, "command": command, "rows": 20, "cols": 80, "hooks": False}
                 if agent:
@@ -143,12 +161,17 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
 
             marker = create("marker", ["sh", "-c", "printf 'MARKER-%s\\n' 4242; exec sleep 1000"])
             go = tmp_path / "go"  # once answered, the agent's hook reports when this file appears
-            hook = (f"while [ ! -e {go} ]; do sleep 0.1; done; curl -s -o /dev/null -w '%{{http_code}}' "
-                    "--unix-socket \"$PANEWATCH_REPORT_SOCKET\" -X POST -H 'Content-Type: application/json' "
-                    "--data '{\"state\":\"blocked\",\"detail\":\"hook after restart\"}' "
-                    f"http://panewatch/report > {go}.part && mv {go}.part {go}.code")
-            prompt = create("prompt", ["bash", "-c", "read -p 'Proceed? [y/N] ' a; echo \"got=$a\"; "
-                                       f"{hook}; exec sleep 1000"], agent="shell")
+            hook = (
+                f"while [ ! -e {go} ]; do sleep 0.1; done; curl -s -o /dev/null -w '%{{http_code}}' "
+                "--unix-socket \"$PANEWATCH_REPORT_SOCKET\" -X POST -H 'Content-Type: application/json' "
+                '--data \'{"state":"blocked","detail":"hook after restart"}\' '
+                f"http://panewatch/report > {go}.part && mv {go}.part {go}.code"
+            )
+            prompt = create(
+                "prompt",
+                ["bash", "-c", f"read -p 'Proceed? [y/N] ' a; echo \"got=$a\"; {hook}; exec sleep 1000"],
+                agent="shell",
+            )
             create("spinner", SPINNER, agent="claude")
             done = create("done", ["sh", "-c", "echo DONE-OUTPUT; exit 3"])
             wait_for(lambda: by_name(c)["prompt"]["state"] == "blocked", what="the prompt blocked")
@@ -156,8 +179,10 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
             wait_for(lambda: by_name(c)["done"]["state"] == "exited", what="the command exited")
             wait_for(lambda: "MARKER-4242" in screen_text(c, marker["id"]), what="the marker")
             prompt_cast = casts / f"{prompt['id']}.cast"  # recordings reach the file within 0.25 s
-            wait_for(lambda: prompt_cast.exists() and b'"o", "Proceed?' in prompt_cast.read_bytes(),
-                     what="the prompt in its recording")
+            wait_for(
+                lambda: prompt_cast.exists() and b'"o", "Proceed?' in prompt_cast.read_bytes(),
+                what="the prompt in its recording",
+            )
             before = by_name(c)
         svc.kill()
         for s in before.values():
@@ -177,9 +202,26 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 assert (after["done"]["state"], after["done"]["exit_code"]) == ("exited", 3)
                 assert "MARKER-4242" in screen_text(c, marker["id"])
                 shown = screen_text(c, done["id"])
-                assert "DONE-OUTPUT" in shown, (shown, subprocess.run(
-                    ["tmux", "-S", str(state / "tmux.sock"), "capture-pane", "-p", "-S", "-3", "-t", after["done"]["ref"]
-                     or "?"], capture_output=True, text=True), after["done"], svc2.log.read_text()[-3000:])
+                assert "DONE-OUTPUT" in shown, (
+                    shown,
+                    subprocess.run(
+                        [
+                            "tmux",
+                            "-S",
+                            str(state / "tmux.sock"),
+                            "capture-pane",
+                            "-p",
+                            "-S",
+                            "-3",
+                            "-t",
+                            after["done"]["ref"] or "?",
+                        ],
+                        capture_output=True,
+                        text=True,
+                    ),
+                    after["done"],
+                    svc2.log.read_text()[-3000:],
+                )
                 r = c.post(f"/api/sessions/{prompt['id']}/answer", json={"keys": "y\r", "confirm": True})
                 assert r.status_code == 200, r.text
                 assert r.json()["took"] is True
@@ -191,11 +233,15 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 go.touch()
                 wait_for(lambda: Path(f"{go}.code").exists(), what="the hook's report")
                 assert Path(f"{go}.code").read_text() == "202"
-                reported = wait_for(lambda: (s := by_name(c)["prompt"])["source"] == "hook" and s,
-                                    what="the hook's state")
+                reported = wait_for(
+                    lambda: (s := by_name(c)["prompt"])["source"] == "hook" and s, what="the hook's state"
+                )
                 assert reported["state"] == "blocked" and "hook after restart" in reported["why"]
-                r = httpx.post(f"{svc2.url}/report?session={prompt['id']}", json={"state": "idle"},
-                               headers={"Authorization": "Bearer not-the-token"})
+                r = httpx.post(
+                    f"{svc2.url}/report?session={prompt['id']}",
+                    json={"state": "idle"},
+                    headers={"Authorization": "Bearer not-the-token"},
+                )
                 assert r.status_code == 403
                 # the recording goes on in the same file
                 cast = casts / f"{prompt['id']}.cast"
@@ -207,8 +253,9 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
 
                 # the tmux server killed under a running Panewatch: lost, with why, within a sweep
                 subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "kill-server"], check=True)
-                lost = wait_for(lambda: (s := by_name(c))["spinner"]["state"] == "lost" and s, timeout=5,
-                                what="the sessions lost")
+                lost = wait_for(
+                    lambda: (s := by_name(c))["spinner"]["state"] == "lost" and s, timeout=5, what="the sessions lost"
+                )
                 assert lost["spinner"]["error"] == "the tmux server is gone"
                 assert c.get("/healthz").status_code == 200  # still serving
                 assert "MARKER-4242" in screen_text(c, marker["id"])  # the last screen stays
@@ -254,23 +301,31 @@ def test_delete_kills_the_tree_and_the_window(state: Path) -> None:
     svc = Service(state).start()
     try:
         with svc.client() as c:
-            r = c.post("/api/sessions", json={"name": "tree", "command": ["sh", "-c", "sleep 1001 & sleep 1002"],
-                                              "hooks": False})
+            r = c.post(
+                "/api/sessions",
+                json={"name": "tree", "command": ["sh", "-c", "sleep 1001 & sleep 1002"], "hooks": False},
+            )
             sid, pid = r.json()["id"], r.json()["pid"]
             time.sleep(0.5)
             out = subprocess.run(["pgrep", "-f", "sleep 100[12]"], capture_output=True, text=True).stdout.split()
             assert len(out) >= 2
             assert c.delete(f"/api/sessions/{sid}").status_code == 200
             wait_for(lambda: not any(alive(int(p)) for p in out) and not alive(pid), what="the tree gone")
-            windows = subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F",
-                                      "#{session_name}"], capture_output=True, text=True).stdout.split()
+            windows = subprocess.run(
+                ["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F", "#{session_name}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             assert sid not in windows
             r = c.post("/api/sessions", json={"name": "gone", "command": ["true"], "hooks": False})
             gone = r.json()["id"]
             wait_for(lambda: c.get(f"/api/sessions/{gone}").json()["state"] == "exited", what="the exit")
             assert c.delete(f"/api/sessions/{gone}").status_code == 200
-            windows = subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F",
-                                      "#{session_name}"], capture_output=True, text=True).stdout.split()
+            windows = subprocess.run(
+                ["tmux", "-S", str(state / "tmux.sock"), "list-sessions", "-F", "#{session_name}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             assert gone not in windows  # an exited agent's window goes with it too
     finally:
         svc.stop()
@@ -279,15 +334,24 @@ def test_delete_kills_the_tree_and_the_window(state: Path) -> None:
 def test_bad_state_folder_and_registry_are_one_line(state: Path, tmp_path: Path) -> None:
     def serve(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-        return subprocess.run([sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, *args],
-                              capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+        return subprocess.run(
+            [sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=REPO,
+        )
 
     state.mkdir(mode=0o700)
     (state / "sessions.sqlite3").write_bytes(b"garbage" * 1000)
     r = serve("--state-dir", str(state))
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith(f"panewatch: the session registry {state}/sessions.sqlite3 "
-                                                        "is damaged")
+    assert (
+        r.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"panewatch: the session registry {state}/sessions.sqlite3 is damaged")
+    )
     os.remove(state / "sessions.sqlite3")
     sqlite3.connect(state / "sessions.sqlite3").execute("PRAGMA user_version=99").connection.commit()
     r = serve("--state-dir", str(state))

@@ -12,7 +12,12 @@ def test_bundled_templates_resume_the_reported_conversation() -> None:
     store = ManifestStore.from_dirs(bundled_manifest_dir())
     claude = store.get("claude").manifest
     assert resume_argv(claude.resume, "claude", "5f0c-aa") == [
-        "claude", "--permission-mode", "default", "--resume", "5f0c-aa"]
+        "claude",
+        "--permission-mode",
+        "default",
+        "--resume",
+        "5f0c-aa",
+    ]
     assert resume_argv(store.get("codex").manifest.resume, "codex", "th-1") == ["codex", "resume", "th-1"]
     assert store.get("shell").manifest.resume == []
 
@@ -31,8 +36,10 @@ def test_what_cannot_be_resumed_says_why() -> None:
 
 
 def test_a_template_without_the_id_is_refused(tmp_path) -> None:
-    (tmp_path / "bad.toml").write_text('agent = "bad"\nversion = "1"\nresume = ["bad", "--continue"]\n'
-                                       '[[rules]]\nname = "x"\nstate = "idle"\nwhy = "x"\nany = ["x"]\n')
+    (tmp_path / "bad.toml").write_text(
+        'agent = "bad"\nversion = "1"\nresume = ["bad", "--continue"]\n'
+        '[[rules]]\nname = "x"\nstate = "idle"\nwhy = "x"\nany = ["x"]\n'
+    )
     store = ManifestStore.from_dirs(tmp_path)
     assert store.get("bad") is None
     assert any("resume must contain {agent_session_id}" in str(e) for e in store.errors.values())

@@ -28,8 +28,11 @@ from test_live_claude import launch, screen_shows
 CLAUDE = find_claude()
 pytestmark = [
     pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}"),
-    pytest.mark.skipif(CLAUDE is None, reason="claude CLI not installed (npm install --prefix .lab-npm "
-                       f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)"),
+    pytest.mark.skipif(
+        CLAUDE is None,
+        reason="claude CLI not installed (npm install --prefix .lab-npm "
+        f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
+    ),
 ]
 
 
@@ -72,8 +75,11 @@ async def test_lost_claude_session_resumes_its_conversation(mock: MockServer, tm
         assert r.status_code == 200
         await screen_shows(live, sid, "The answer is 42.", 40)
         await live.wait_state(sid, "idle", 20)
-        row = sqlite3.connect(state / "sessions.sqlite3").execute(
-            "SELECT agent_session_id FROM sessions WHERE id = ?", (sid,)).fetchone()
+        row = (
+            sqlite3.connect(state / "sessions.sqlite3")
+            .execute("SELECT agent_session_id FROM sessions WHERE id = ?", (sid,))
+            .fetchone()
+        )
         conversation = row[0]
         assert conversation, "the hooks reported Claude's session_id"
         before = (await live.http.get(f"/api/sessions/{sid}")).json()

@@ -42,8 +42,19 @@ async def until(predicate, timeout: float = 15.0, step: float = 0.02):
 
 async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_path):
     state_file = tmp_path / "truth.jsonl"
-    argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", "3", "--speed", "6",
-            "--prompt-prob", "1", "--state-file", str(state_file)]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch_lab.fake_agent",
+        "--seed",
+        "3",
+        "--speed",
+        "6",
+        "--prompt-prob",
+        "1",
+        "--state-file",
+        str(state_file),
+    ]
     sid = engine.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120))["id"]
 
     def state() -> str:
@@ -82,8 +93,19 @@ async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_
 
 
 async def test_fake_agent_exit_is_seen_and_screen_kept(engine, tmp_path):
-    argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", "1", "--speed", "20", "--max-tasks", "1",
-            "--prompt-prob", "0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch_lab.fake_agent",
+        "--seed",
+        "1",
+        "--speed",
+        "20",
+        "--max-tasks",
+        "1",
+        "--prompt-prob",
+        "0",
+    ]
     sid = engine.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100))["id"]
     await until(lambda: engine.get(sid)["state"] == "idle")
     await engine.send(sid, "one task")

@@ -132,8 +132,9 @@ def test_change_mode_caps_the_wait_under_output_that_never_pauses():
 
 
 def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
-    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256,
-                                     pause_s=0.12))
+    clock, flow, sched = make(
+        Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256, pause_s=0.12)
+    )
     sched.start()
     p, q = pane(clock), pane(clock)
     sched.add("a", p)

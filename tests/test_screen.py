@@ -20,6 +20,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(globals(), "Screen", backends.screen_class(request.param))
     return request.param
 
+
 # The seed's bytes: Claude Code 2.1.303 placing each word with CSI n G, rows started with
 # CR + cursor-down, and not one LF.
 SEED_PROMPT = (
@@ -48,7 +49,7 @@ def test_seed_bytes_fed_one_at_a_time_give_the_same_screen():
     whole = screen_after(SEED_PROMPT).lines()
     screen = Screen(8, 60)
     for i in range(len(SEED_PROMPT)):
-        screen.feed(SEED_PROMPT[i: i + 1])
+        screen.feed(SEED_PROMPT[i : i + 1])
     assert screen.lines() == whole
 
 
@@ -102,7 +103,7 @@ def test_csi_with_extra_parameters_does_not_lose_the_rest_of_the_chunk():
     assert screen.errors == 0
 
 
-@pytest.mark.parametrize("glyph", ["\u2714\ufe0f", "\U0001F468\u200d\U0001F469", "x\u200by", "a\u0085b"])
+@pytest.mark.parametrize("glyph", ["\u2714\ufe0f", "\U0001f468\u200d\U0001f469", "x\u200by", "a\u0085b"])
 def test_zero_width_characters_do_not_drop_the_rest_of_the_line(glyph):
     screen = screen_after(f"start {glyph} rest of the line".encode())
     assert screen.lines()[0].endswith("rest of the line")
@@ -211,8 +212,9 @@ def test_scroll_up_and_repeat():
 
 def test_queries_are_answered_like_xterm_in_order(backend):
     replies: list[bytes] = []
-    screen_after(b"ab\x1b[6n\x1b[c\x1b[>c\x1b[?2026$p\x1b]11;?\x07\x1b[18t\x1b[5n", rows=24, cols=80,
-                 reply=replies.append)
+    screen_after(
+        b"ab\x1b[6n\x1b[c\x1b[>c\x1b[?2026$p\x1b]11;?\x07\x1b[18t\x1b[5n", rows=24, cols=80, reply=replies.append
+    )
     assert replies == [
         b"\x1b[1;3R",
         DA1_REPLY.encode(),
@@ -251,16 +253,61 @@ def test_arbitrary_bytes_never_raise(chunks, rows, cols):
     assert all(sum(not unicodedata.combining(ch) and wcwidth(ch) != 0 for ch in line) <= cols for line in lines)
 
 
-_ESCAPE_PIECES = st.sampled_from([
-    "\x1b[", "\x1b]", "\x1bP", "\x1b_", "\x1b\\", "\x07", "?", ";", ":", "<", "=", ">", "$", " ",
-    "1", "2", "9", "2026", "1049", "h", "l", "m", "G", "A", "J", "K", "H", "u", "c", "n", "p", "q",
-    "S", "T", "b", "t", "\r", "\n", "\b", "\t", "x", "❯", "\ufe0f", "\u200d", "日",
-])
+_ESCAPE_PIECES = st.sampled_from(
+    [
+        "\x1b[",
+        "\x1b]",
+        "\x1bP",
+        "\x1b_",
+        "\x1b\\",
+        "\x07",
+        "?",
+        ";",
+        ":",
+        "<",
+        "=",
+        ">",
+        "$",
+        " ",
+        "1",
+        "2",
+        "9",
+        "2026",
+        "1049",
+        "h",
+        "l",
+        "m",
+        "G",
+        "A",
+        "J",
+        "K",
+        "H",
+        "u",
+        "c",
+        "n",
+        "p",
+        "q",
+        "S",
+        "T",
+        "b",
+        "t",
+        "\r",
+        "\n",
+        "\b",
+        "\t",
+        "x",
+        "❯",
+        "\ufe0f",
+        "\u200d",
+        "日",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(_ESCAPE_PIECES, max_size=40).map("".join), max_size=8), st.integers(2, 12),
-       st.integers(10, 40))
+@given(
+    st.lists(st.lists(_ESCAPE_PIECES, max_size=40).map("".join), max_size=8), st.integers(2, 12), st.integers(10, 40)
+)
 def test_escape_soup_never_raises_and_text_after_it_survives(chunks, rows, cols):
     screen = Screen(rows, cols, reply=lambda _: None)
     for chunk in chunks:
@@ -284,8 +331,9 @@ def _uncached_lines(screen) -> list[str]:
     """The visible rows rebuilt from scratch, bypassing whatever ``lines()`` keeps between calls."""
     if hasattr(screen, "_screen"):  # pyte: every cell of every row
         buf = screen._screen.buffer
-        return ["".join(buf[y][x].data for x in range(screen.cols)).rstrip() if y in buf else ""
-                for y in range(screen.rows)]
+        return [
+            "".join(buf[y][x].data for x in range(screen.cols)).rstrip() if y in buf else "" for y in range(screen.rows)
+        ]
     rows = [row.rstrip() for row in screen._term.text().split("\n")[: screen.rows]]
     return rows + [""] * (screen.rows - len(rows))
 
@@ -308,4 +356,3 @@ def test_lines_kept_between_calls_equal_lines_rebuilt_from_scratch(steps, rows, 
         if read:  # dirty rows pile up across feeds when nobody reads in between
             assert screen.lines() == _uncached_lines(screen)
     assert screen.lines() == _uncached_lines(screen)
-

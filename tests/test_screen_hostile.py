@@ -53,7 +53,7 @@ def _pyte_bounds(s: Screen) -> None:
 
 def _feed_sliced(s, data: bytes, size: int = 16 * 1024) -> None:
     for i in range(0, len(data), size):
-        s.feed(data[i: i + size])
+        s.feed(data[i : i + size])
 
 
 # -- the reproductions of issue #13 --------------------------------------------------------
@@ -171,7 +171,8 @@ def test_a_shrink_drops_blank_rows_below_the_cursor_first():
 def test_the_cell_cache_is_bounded_per_screen():
     s = Screen(32, 120)
     flood = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 20_000) if c % 2) + "".join(
-        chr(c) for c in range(0x100, 0x2000) if screen_mod._narrow(chr(c)))
+        chr(c) for c in range(0x100, 0x2000) if screen_mod._narrow(chr(c))
+    )
     for attrs in range(8):
         _feed_sliced(s, f"\x1b[3{attrs}m".encode() + flood.encode())
     _pyte_bounds(s)
@@ -193,14 +194,45 @@ _PIECES = st.one_of(
     st.binary(max_size=64),
     st.text(max_size=32).map(str.encode),
     st.builds(_csi, _PRIVATE, st.lists(_HUGE, max_size=4), _FINALS),
-    st.builds(lambda m, n: f"\x1b[?{m}{'h' if n else 'l'}".encode(),
-              st.sampled_from([3, 5, 6, 7, 25, 47, 69, 1047, 1049, 2026]), st.booleans()),
-    st.sampled_from([
-        b"\x1b#8", b"\x1b7", b"\x1b8", b"\x1bc", b"\x1bD", b"\x1bM", b"\x1bE", b"\x1bH", b"\x1b(0", b"\x0e",
-        b"\x0f", b"\x1b]0;title\x07", b"\x1b]2;", b"\x1bP", b"\x1b\\", b"\x1b_", b"\x1b[", b"\x1b", b"\r\n",
-        b"\t", b"\x08", "\u0301".encode() * 30, "\u200d\ufe0f".encode(), "界".encode() * 3, b"\x1b[9999b",
-        "\u009b".encode(), "\u009d".encode(), b"\x1b[" + b"7" * 3000, b"\x1b[38:2::1:2:3m", b"\x1b[6n",
-    ]),
+    st.builds(
+        lambda m, n: f"\x1b[?{m}{'h' if n else 'l'}".encode(),
+        st.sampled_from([3, 5, 6, 7, 25, 47, 69, 1047, 1049, 2026]),
+        st.booleans(),
+    ),
+    st.sampled_from(
+        [
+            b"\x1b#8",
+            b"\x1b7",
+            b"\x1b8",
+            b"\x1bc",
+            b"\x1bD",
+            b"\x1bM",
+            b"\x1bE",
+            b"\x1bH",
+            b"\x1b(0",
+            b"\x0e",
+            b"\x0f",
+            b"\x1b]0;title\x07",
+            b"\x1b]2;",
+            b"\x1bP",
+            b"\x1b\\",
+            b"\x1b_",
+            b"\x1b[",
+            b"\x1b",
+            b"\r\n",
+            b"\t",
+            b"\x08",
+            "\u0301".encode() * 30,
+            "\u200d\ufe0f".encode(),
+            "界".encode() * 3,
+            b"\x1b[9999b",
+            "\u009b".encode(),
+            "\u009d".encode(),
+            b"\x1b[" + b"7" * 3000,
+            b"\x1b[38:2::1:2:3m",
+            b"\x1b[6n",
+        ]
+    ),
     st.builds(lambda n: b"x" * n + "\u0301".encode() * 20, st.integers(0, 200)),  # marks at the last column
 )
 #: A piece repeated up to a 16 KiB slice (the engine's FEED_BUDGET): how a flood arrives.
@@ -237,9 +269,11 @@ def test_hostile_bytes_never_escape_the_screen(backend, steps, rows, cols):
 def test_report_the_slowest_cost_per_kb():
     """Timings are printed, not asserted (a loaded machine would make them flaky)."""
     for (backend, kind), (worst, step) in sorted(SLOWEST.items()):
-        print(f"\n{backend} {kind}: slowest hostile feed {worst:.2f} CPU ms per KB"
-              " (inputs under 256 B counted as 256 B)"
-              f" on {step[:80]!r}{'...' if len(step) > 80 else ''} ({len(step)} B)")
+        print(
+            f"\n{backend} {kind}: slowest hostile feed {worst:.2f} CPU ms per KB"
+            " (inputs under 256 B counted as 256 B)"
+            f" on {step[:80]!r}{'...' if len(step) > 80 else ''} ({len(step)} B)"
+        )
     assert all(worst >= 0 for worst, _ in SLOWEST.values())
 
 

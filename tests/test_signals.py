@@ -30,31 +30,94 @@ def report(state: str, age: float, event: str = "Stop") -> Report:
 
 CASES = [
     # name, screen, report, screen_changed_at, shell_back, expected (state, source, rule)
-    ("screen blocked beats a fresh idle report", BLOCKED, report("idle", 1), 0.0, None,
-     ("blocked", "screen", "permission_dialog")),
-    ("screen blocked beats the shell being back", BLOCKED, None, 0.0, "bash", ("blocked", "screen", "permission_dialog")),
-    ("fresh report beats working screen rules", WORKING, report("idle", 1, "Stop"), 50.0, None, ("idle", "hook", "Stop")),
-    ("fresh blocked report beats an idle screen (prompt not drawn yet)", IDLE,
-     report("blocked", 0.2, "PermissionRequest"), 50.0, None, ("blocked", "hook", "PermissionRequest")),
-    ("fresh report beats the shell being back", IDLE, report("working", 1, "PreToolUse"), 50.0, "bash",
-     ("working", "hook", "PreToolUse")),
-    ("a hook that never arrives: the screen decides", WORKING, None, 50.0, None,
-     ("working", "screen", "interrupt_footer")),
-    ("stale report (older than freshness) loses to the screen", IDLE, report("working", 61, "PreToolUse"), 0.0, None,
-     ("idle", "screen", "idle_prompt_box")),
-    ("report older than the screen's last change loses (Esc: no Stop hook)", IDLE,
-     report("working", 5, "PreToolUse"), NOW - 2, None, ("idle", "screen", "idle_prompt_box")),
-    ("report contradicting an unchanged screen holds while fresh", WORKING, report("idle", 5, "Stop"), NOW - 30, None,
-     ("idle", "hook", "Stop")),
+    (
+        "screen blocked beats a fresh idle report",
+        BLOCKED,
+        report("idle", 1),
+        0.0,
+        None,
+        ("blocked", "screen", "permission_dialog"),
+    ),
+    (
+        "screen blocked beats the shell being back",
+        BLOCKED,
+        None,
+        0.0,
+        "bash",
+        ("blocked", "screen", "permission_dialog"),
+    ),
+    (
+        "fresh report beats working screen rules",
+        WORKING,
+        report("idle", 1, "Stop"),
+        50.0,
+        None,
+        ("idle", "hook", "Stop"),
+    ),
+    (
+        "fresh blocked report beats an idle screen (prompt not drawn yet)",
+        IDLE,
+        report("blocked", 0.2, "PermissionRequest"),
+        50.0,
+        None,
+        ("blocked", "hook", "PermissionRequest"),
+    ),
+    (
+        "fresh report beats the shell being back",
+        IDLE,
+        report("working", 1, "PreToolUse"),
+        50.0,
+        "bash",
+        ("working", "hook", "PreToolUse"),
+    ),
+    (
+        "a hook that never arrives: the screen decides",
+        WORKING,
+        None,
+        50.0,
+        None,
+        ("working", "screen", "interrupt_footer"),
+    ),
+    (
+        "stale report (older than freshness) loses to the screen",
+        IDLE,
+        report("working", 61, "PreToolUse"),
+        0.0,
+        None,
+        ("idle", "screen", "idle_prompt_box"),
+    ),
+    (
+        "report older than the screen's last change loses (Esc: no Stop hook)",
+        IDLE,
+        report("working", 5, "PreToolUse"),
+        NOW - 2,
+        None,
+        ("idle", "screen", "idle_prompt_box"),
+    ),
+    (
+        "report contradicting an unchanged screen holds while fresh",
+        WORKING,
+        report("idle", 5, "Stop"),
+        NOW - 30,
+        None,
+        ("idle", "hook", "Stop"),
+    ),
     ("shell back beats other screen rules", WORKING, None, 0.0, "bash", ("idle", "process", "bash")),
-    ("stale report and shell back: shell back", WORKING, report("working", 120, "PreToolUse"), 0.0, "zsh",
-     ("idle", "process", "zsh")),
+    (
+        "stale report and shell back: shell back",
+        WORKING,
+        report("working", 120, "PreToolUse"),
+        0.0,
+        "zsh",
+        ("idle", "process", "zsh"),
+    ),
     ("no rule matched: idle, never blocked", NOTHING, None, 0.0, None, ("idle", "screen", None)),
 ]
 
 
-@pytest.mark.parametrize(("screen", "rep", "changed", "shell", "expected"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("screen", "rep", "changed", "shell", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_combination_order(screen, rep, changed, shell, expected):
     d = combine(screen, report=rep, now=NOW, freshness=60.0, screen_changed_at=changed, shell_back=shell)
     assert (d.state, d.source, d.decided_by) == expected

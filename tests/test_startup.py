@@ -16,7 +16,7 @@ from panewatch.manifest import ManifestStore, Verdict
 from panewatch.session import SessionSpec
 from panewatch.signals import combine
 
-MANIFEST = '''
+MANIFEST = """
 agent = "slowstart"
 version = "1"
 startup_timeout = {timeout}
@@ -30,7 +30,7 @@ name = "busy"
 state = "working"
 why = "busy"
 any = ['^BUSY']
-'''
+"""
 
 
 def test_combine_reads_an_unknown_screen_as_starting_only_while_starting() -> None:
@@ -69,8 +69,14 @@ async def test_blank_screen_is_working_until_the_prompt_is_drawn(tmp_path) -> No
     notes: list = []
     rt.notifier.subscribe(notes.append)
     try:
-        s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", "sleep 1.0; printf 'READY>'; sleep 30"],
-                                  rows=6, cols=40))
+        s = rt.create(
+            SessionSpec(
+                agent="slowstart",
+                command=["bash", "--norc", "-c", "sleep 1.0; printf 'READY>'; sleep 30"],
+                rows=6,
+                cols=40,
+            )
+        )
         seen = await _trace(rt, s["id"], 1.8)
     finally:
         await rt.stop()

@@ -66,8 +66,12 @@ async def until(check, timeout: float = 5.0, what: str = "condition") -> None:
 
 
 def env() -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/root"),
-            "TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": os.environ.get("HOME", "/root"),
+        "TERM": "xterm-256color",
+        "LANG": "C.UTF-8",
+    }
 
 
 def spec(session: str, *argv: str, rows: int = 24, cols: int = 80, cwd: str | None = None) -> LaunchSpec:
@@ -84,8 +88,12 @@ async def host(tmp_path: Path):
 
 
 def windows(h: TmuxHost) -> list[str]:
-    out = subprocess.run(["tmux", "-S", str(h.socket), "list-windows", "-a", "-F", "#{session_name} #{window_name}"],
-                         capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["tmux", "-S", str(h.socket), "list-windows", "-a", "-F", "#{session_name} #{window_name}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     return out.split("\n")
 
 
@@ -210,7 +218,7 @@ async def test_a_second_host_adopts_the_pane_with_its_screen(host: TmuxHost, tmp
         assert screen.styles()[marker_row][0][:2] == [6, "red"]  # colours come along
         assert screen.mode(2004)  # bracketed paste remembered through the window option
         adopted.write(b"echo again\r")
-        await until(lambda: b"again" in sink2.data[len(sink2.data) - 200:], what="live output after adoption")
+        await until(lambda: b"again" in sink2.data[len(sink2.data) - 200 :], what="live output after adoption")
         assert await second.adopt("%99999", "ad1", Sink()) is None
     finally:
         await second.stop()
@@ -263,8 +271,9 @@ async def test_socket_of_another_user_is_refused(tmp_path: Path) -> None:
 
 
 def test_seed_bytes_paint_an_alternate_screen() -> None:
-    info = PaneInfo("%1", 1, "@1", "s", False, None, None, 3, 1, True, True, 20, 4, 0, 3, False, False, "/dev/pts/9",
-                    "t")
+    info = PaneInfo(
+        "%1", 1, "@1", "s", False, None, None, 3, 1, True, True, 20, 4, 0, 3, False, False, "/dev/pts/9", "t"
+    )
     screen = Screen(4, 20)
     screen.feed(seed_bytes([b"main screen"], [b"\x1b[1mfull\x1b[0m", b"screen app"], info))
     assert screen.lines()[:2] == ["full", "screen app"]

@@ -29,8 +29,15 @@ def lines_of(path: Path) -> list[list]:
 
 async def test_events_header_split_characters_and_resizes(tmp_path):
     path = tmp_path / "deep" / "s.cast"
-    t = Transcript(path, rows=5, cols=30, max_bytes=4096, loop=asyncio.get_running_loop(), title="demo",
-                   command=["bash", "-c", "x"])
+    t = Transcript(
+        path,
+        rows=5,
+        cols=30,
+        max_bytes=4096,
+        loop=asyncio.get_running_loop(),
+        title="demo",
+        command=["bash", "-c", "x"],
+    )
     arrow = "❯".encode()
     t.output(b"hi " + arrow[:1])  # a character cut between two reads
     t.output(arrow[1:] + b" there\r\n")
@@ -80,8 +87,7 @@ async def test_size_cap_stops_recording_with_one_marker(tmp_path):
 async def test_write_failure_stops_recording_and_says_so(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    t = Transcript(blocker / "s.cast", rows=5, cols=30, max_bytes=4096, loop=asyncio.get_running_loop(),
-                   session="abcd")
+    t = Transcript(blocker / "s.cast", rows=5, cols=30, max_bytes=4096, loop=asyncio.get_running_loop(), session="abcd")
     t.output(b"hello")
     await t.aclose()
     assert t.error and t.closed and t.info()["error"]
@@ -119,7 +125,7 @@ async def test_recorded_session_replays_to_the_states_it_had(tmp_path):
         r = await live.http.delete(f"/api/sessions/{sid}")
         assert r.status_code == 200
         after = await live.http.get(f"/api/sessions/{sid}/transcript")  # the file outlives the session
-        assert after.status_code == 200 and after.content.startswith(br"{"b"")
+        assert after.status_code == 200 and after.content.startswith(rb"{" b"")
         assert len(after.content) >= len(cast_file.read_bytes())
         assert (await live.http.get("/api/sessions/0123abcd/transcript")).status_code == 404
         assert (await live.http.get("/api/sessions/..%2F..%2Fetc/transcript")).status_code == 404
@@ -171,13 +177,16 @@ async def test_stopping_the_service_closes_recordings(tmp_path):
     assert "bye" in "".join(e[2] for e in cast.events)
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ("not json\n", ":1: not an asciicast v2 header"),
-    ('{"version": 1, "width": 5, "height": 5}\n', ":1: not an asciicast v2 header"),
-    ('{"version": 2, "width": 0, "height": 5}\n', "positive integer 'width'"),
-    ('{"version": 2, "width": 5, "height": 5}\n[0.1, "o", "x"]\n[0.2, "o"]\n', ":3: not an event"),
-    ('{"version": 2, "width": 5, "height": 5}\n[0.1, "r", "wide"]\n', ":2: not an event"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("not json\n", ":1: not an asciicast v2 header"),
+        ('{"version": 1, "width": 5, "height": 5}\n', ":1: not an asciicast v2 header"),
+        ('{"version": 2, "width": 0, "height": 5}\n', "positive integer 'width'"),
+        ('{"version": 2, "width": 5, "height": 5}\n[0.1, "o", "x"]\n[0.2, "o"]\n', ":3: not an event"),
+        ('{"version": 2, "width": 5, "height": 5}\n[0.1, "r", "wide"]\n', ":2: not an event"),
+    ],
+)
 def test_bad_recordings_are_refused_naming_the_line(tmp_path, content, needle):
     path = tmp_path / "bad.cast"
     path.write_text(content)
@@ -193,8 +202,9 @@ def test_at_needs_a_recording(tmp_path):
 
 async def test_the_size_cap_setting_reaches_live_recordings(tmp_path):
     async with live_server(transcripts=tmp_path, transcript_max_bytes=4096) as live:
-        s = await live.create(command=bash("for i in $(seq 400); do printf 'line %04d of output\\r\\n' $i; done; "
-                                           "sleep 30"))
+        s = await live.create(
+            command=bash("for i in $(seq 400); do printf 'line %04d of output\\r\\n' $i; done; sleep 30")
+        )
         for _ in range(500):
             info = (await live.http.get(f"/api/sessions/{s['id']}")).json()
             if info["transcript"]["truncated"]:

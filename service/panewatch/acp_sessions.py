@@ -97,8 +97,11 @@ def cancel(session: Session) -> Decision:
 def conversation(session: Session) -> dict[str, Any]:
     d = session.pane.decision
     handle = session.handle
-    body = handle.conversation() if isinstance(handle, AcpHandle) else {"entries": [], "plan": [],
-                                                                        "permission": None, "seq": 0}
+    body = (
+        handle.conversation()
+        if isinstance(handle, AcpHandle)
+        else {"entries": [], "plan": [], "permission": None, "seq": 0}
+    )
     return {"type": "conversation", "session": session.id, **body, **d.as_dict()}
 
 
@@ -109,9 +112,15 @@ def prompt(session: Session) -> dict[str, Any] | None:
     perm = session.handle.pending()
     if perm is None:
         return None
-    return {"kind": "options", "request": perm.key, "title": perm.title,
-            "options": [{"option": n, "option_id": o["option_id"], "label": o["name"], "kind": o["kind"]}
-                        for n, o in enumerate(perm.options, 1)]}
+    return {
+        "kind": "options",
+        "request": perm.key,
+        "title": perm.title,
+        "options": [
+            {"option": n, "option_id": o["option_id"], "label": o["name"], "kind": o["kind"]}
+            for n, o in enumerate(perm.options, 1)
+        ],
+    }
 
 
 async def conversations(panes: Panes, session: Session, *, interval: float) -> AsyncIterator[dict[str, Any]]:

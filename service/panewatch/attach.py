@@ -38,8 +38,9 @@ def find_session(state_dir: Path, wanted: str) -> Record:
     if len(by_name) == 1:
         return by_name[0]
     if by_name:
-        raise AttachError(f"{len(by_name)} sessions are named {wanted!r}; give an id: "
-                          + ", ".join(r.id for r in by_name))
+        raise AttachError(
+            f"{len(by_name)} sessions are named {wanted!r}; give an id: " + ", ".join(r.id for r in by_name)
+        )
     raise AttachError(f"no session {wanted!r} in {state_dir}")
 
 
@@ -47,8 +48,10 @@ def attach_command(state_dir: Path, wanted: str, tmux: str = "tmux") -> list[str
     """The argv to exec, after checking that the session is a live tmux pane."""
     record = find_session(state_dir, wanted)
     if record.host_kind != "tmux":
-        raise AttachError(f"session {record.id} runs on the {record.host_kind} host; attach needs the tmux host "
-                          "(start `panewatch serve --pane-host tmux`, then create the session again)")
+        raise AttachError(
+            f"session {record.id} runs on the {record.host_kind} host; attach needs the tmux host "
+            "(start `panewatch serve --pane-host tmux`, then create the session again)"
+        )
     reason = tmux_usable(tmux)
     if reason:
         raise AttachError(reason)

@@ -66,8 +66,9 @@ class Gate:
             return "missing"
         return None if self.logins.valid(login) else "wrong"
 
-    def refusal(self, conn: HTTPConnection, *, metrics_public: bool,
-                report_token_of: Callable[[str], str | None]) -> HttpRefusal | None:
+    def refusal(
+        self, conn: HTTPConnection, *, metrics_public: bool, report_token_of: Callable[[str], str | None]
+    ) -> HttpRefusal | None:
         """Who may reach a path, decided from the head alone, before any body byte is read
         (``HttpGuard``'s ``authorize``). ``report_token_of(sid)``: a session's report token, or None."""
         path = conn.url.path
@@ -80,7 +81,11 @@ class Gate:
         elif path == "/report":
             presented = presented_token(conn)
             if presented is None:
-                return 401, "missing report token (Authorization: Bearer <report token>)", {"WWW-Authenticate": "Bearer"}
+                return (
+                    401,
+                    "missing report token (Authorization: Bearer <report token>)",
+                    {"WWW-Authenticate": "Bearer"},
+                )
             sid = conn.query_params.get("session") or conn.headers.get("x-panewatch-session")
             expected = report_token_of(sid) if sid else None
             if expected is None or not token_matches(presented, expected):

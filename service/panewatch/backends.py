@@ -66,7 +66,8 @@ def screen_class(backend: str) -> ScreenFactory:
         except (ImportError, OSError) as exc:
             raise BackendUnavailable(
                 f"backend 'ghostty' needs pyghostty ({exc}); install it with "
-                "pip install 'panewatch[fast]', or use backend = \"pyte\"") from None
+                "pip install 'panewatch[fast]', or use backend = \"pyte\""
+            ) from None
         return GhosttyScreen
     raise BackendUnavailable(f"unknown screen backend {backend!r} (known: {', '.join(BACKENDS)})")
 
@@ -99,7 +100,6 @@ def choose(backend: str) -> tuple[str, str]:
     raise BackendUnavailable("no screen backend installed")  # pyte is a dependency: not reached
 
 
-def make_screen(backend: str, rows: int, cols: int,
-                reply: Callable[[bytes], None] | None = None) -> ScreenLike:
+def make_screen(backend: str, rows: int, cols: int, reply: Callable[[bytes], None] | None = None) -> ScreenLike:
     """A fresh screen of ``backend``."""
     return screen_class(backend)(rows, cols, reply=reply)

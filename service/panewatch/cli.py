@@ -70,8 +70,12 @@ def _add_screen_args(p: argparse.ArgumentParser, many: bool) -> None:
     p.add_argument("--agent", default="claude", help="manifest to classify with (default: claude)")
     p.add_argument("--rows", type=int, default=32, help="terminal rows (default 32; a .cast gives its own)")
     p.add_argument("--cols", type=int, default=120, help="terminal columns (default 120; a .cast gives its own)")
-    p.add_argument("--at", type=float, metavar="SECONDS",
-                   help="for .cast recordings: the moment to look at, in seconds (default: the end)")
+    p.add_argument(
+        "--at",
+        type=float,
+        metavar="SECONDS",
+        help="for .cast recordings: the moment to look at, in seconds (default: the end)",
+    )
     p.add_argument("--manifests", metavar="DIR", help="extra manifest folder, overriding the bundled ones")
     if many:
         p.add_argument("files", nargs="+", metavar="FILE", help="raw PTY capture(s) or .cast recording(s)")
@@ -99,8 +103,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     screen = _screen_of(args.file, args)
     lines = screen.lines()
     width = screen.cols
-    print(f"screen {screen.rows}x{screen.cols}  cursor {screen.cursor.row},{screen.cursor.col}"
-          f"  title {screen.title!r}")
+    print(f"screen {screen.rows}x{screen.cols}  cursor {screen.cursor.row},{screen.cursor.col}  title {screen.title!r}")
     print("┌" + "─" * width + "┐")
     for line in lines:
         print("│" + line.ljust(width)[:width] + "│")
@@ -126,11 +129,16 @@ def cmd_cast_to_raw(args: argparse.Namespace) -> int:
         Path(args.output).write_bytes(moment.data)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"wrote {len(moment.data)} bytes to {args.output}; replay it at rows = {moment.rows}, "
-          f"cols = {moment.cols}", file=sys.stderr)
+    print(
+        f"wrote {len(moment.data)} bytes to {args.output}; replay it at rows = {moment.rows}, cols = {moment.cols}",
+        file=sys.stderr,
+    )
     if moment.resized:
-        print("panewatch: the terminal was resized before this moment; a raw file replays at one size, "
-              "so its screen may differ from the recording's", file=sys.stderr)
+        print(
+            "panewatch: the terminal was resized before this moment; a raw file replays at one size, "
+            "so its screen may differ from the recording's",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -152,8 +160,9 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
             total += 1
             tail_ok += on_tail.state == fx.truth.state
             screen_ok += on_screen.state == fx.truth.state
-            rows_out.append((str(fx.path.relative_to(root)), fx.truth.state, on_tail.state, on_screen.state,
-                             on_screen.rule or "-"))
+            rows_out.append(
+                (str(fx.path.relative_to(root)), fx.truth.state, on_tail.state, on_screen.state, on_screen.rule or "-")
+            )
     name_w = max(len(r[0]) for r in rows_out)
     print(f"{'fixture':<{name_w}}  truth    last 8 KB, stripped   emulated screen  rule")
     for name, truth, tail, scr, rule in rows_out:
@@ -242,8 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attach", help="open a session's pane in this terminal (tmux host; detach with C-b d)")
     p.add_argument("session", help="session id (or its name, when only one session has it)")
-    p.add_argument("--state-dir", metavar="DIR",
-                   help="the server's state folder (default: $PANEWATCH_STATE_DIR, else $XDG_STATE_HOME/panewatch)")
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the server's state folder (default: $PANEWATCH_STATE_DIR, else $XDG_STATE_HOME/panewatch)",
+    )
     p.set_defaults(func=cmd_attach)
 
     installed = plugins.available()

@@ -23,6 +23,7 @@ async def wait_state(sid: str, until: str, *, url: str, token: str, timeout: flo
     """True once session ``sid`` is in state ``until`` (checked against the snapshot, then events)."""
     headers = {"Authorization": f"Bearer {token}"}
     async with websockets.connect(ws_url(url, "/ws/state"), additional_headers=headers) as ws:
+
         async def watch() -> bool:
             async for message in ws:
                 event = json.loads(message)

@@ -27,49 +27,66 @@ class Settings(BaseSettings):
     host: str = Field("127.0.0.1", description="address to bind; loopback unless you mean it")
     port: int = Field(8765, ge=0, le=65535, description="port to bind (0 picks a free one)")
     token: str | None = Field(
-        None, min_length=8,
+        None,
+        min_length=8,
         description="API token; random if unset, kept 0600 in the state folder (a restart does not log the dashboard out) and printed (agents of the same user can read "
-                    "this one from the server's argv or environment: prefer token_file)")
+        "this one from the server's argv or environment: prefer token_file)",
+    )
     token_file: Path | None = Field(None, description="file whose first line is the API token (keep it 0600)")
     state_dir: Path | None = Field(
-        None, description="private folder for the report socket and the pane registry "
-                          "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)")
+        None,
+        description="private folder for the report socket and the pane registry "
+        "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="Host names accepted besides loopback ones and public_url's (DNS-rebinding guard)")
+        description="Host names accepted besides loopback ones and public_url's (DNS-rebinding guard)",
+    )
     max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30, description="largest request body of any endpoint")
     login_ttl_s: float = Field(12 * 3600.0, gt=0, description="life of a dashboard login (its cookie)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
-        "change", description="change: big repaints classified shortly after output pauses, the rest every sweep_ms; "
-        "sweep: everything every sweep_ms")
+        "change",
+        description="change: big repaints classified shortly after output pauses, the rest every sweep_ms; "
+        "sweep: everything every sweep_ms",
+    )
     settle_ms: int = Field(40, ge=5, le=5000, description="change mode: quiet time before classifying")
     cap_ms: int = Field(150, ge=10, le=10_000, description="change mode: longest wait while output never pauses")
     change_bytes: int = Field(
-        256, ge=0, le=1 << 20,
-        description="change mode: output since the last read that is read at once; less (a spinner frame) waits up to sweep_ms")
+        256,
+        ge=0,
+        le=1 << 20,
+        description="change mode: output since the last read that is read at once; less (a spinner frame) waits up to sweep_ms",
+    )
     manifests: Path | None = Field(None, description="extra manifest folder, overriding the bundled ones")
     report_freshness_s: float = Field(60.0, gt=0, description="how long a hook report is trusted")
     cooldown_s: float = Field(30.0, ge=0, description="notifications: per session and state")
     notify_webhook: str | None = Field(None, description="URL that gets a JSON POST per notification")
     notify_command: str | None = Field(None, description="shell command run per notification (PANEWATCH_* env)")
     public_url: str | None = Field(
-        None, description="the service's URL as browsers and agents reach it (agents get it as PANEWATCH_URL; "
-                          "its host is allowed; https makes the login cookie Secure)")
+        None,
+        description="the service's URL as browsers and agents reach it (agents get it as PANEWATCH_URL; "
+        "its host is allowed; https makes the login cookie Secure)",
+    )
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on WebSockets")
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
     pane_host: Literal["tmux", "pty"] | None = Field(
-        None, description="where agents run: tmux (they outlive a restart of the server; the default when tmux "
-                          "3.2+ is installed) or pty (children of the server)")
+        None,
+        description="where agents run: tmux (they outlive a restart of the server; the default when tmux "
+        "3.2+ is installed) or pty (children of the server)",
+    )
     backend: Literal["auto", "pyte", "ghostty"] = Field(
-        "auto", description="screen emulator: auto (ghostty if installed, else pyte; logged at start), "
-        "pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)")
+        "auto",
+        description="screen emulator: auto (ghostty if installed, else pyte; logged at start), "
+        "pyte (always installed) or ghostty (`pip install 'panewatch[fast]'`)",
+    )
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")
     cluster_url: str | None = Field(
-        None, description="NATS server to join (nats://host:4222): one view over many nodes; needs `panewatch[cluster]`")
+        None, description="NATS server to join (nats://host:4222): one view over many nodes; needs `panewatch[cluster]`"
+    )
     node: str | None = Field(None, description="this node's name in the cluster (default: the host name)")
     cluster_creds: Path | None = Field(None, description="NATS credentials file (.creds) of this node")
     cluster_tls_ca: Path | None = Field(None, description="CA bundle that signs the NATS server's certificate")
@@ -168,8 +185,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif get_origin(field.annotation) is list:
             kwargs.update(action="append", metavar="VALUE")
-            kwargs["help"] = f"{field.description}; repeat the flag for several (env {env_name(name)} " \
-                             "as a JSON list; default none)"
+            kwargs["help"] = (
+                f"{field.description}; repeat the flag for several (env {env_name(name)} as a JSON list; default none)"
+            )
         elif Path in get_args(field.annotation):
             kwargs["metavar"] = "FILE" if name in ("config", "token_file") else "DIR"
         else:
@@ -198,8 +216,11 @@ def _one_line(exc: ValidationError, flags: dict[str, Any], config_path: str | No
     for err in exc.errors():
         loc = [str(x) for x in err["loc"]]
         name = loc[0] if loc else "?"
-        where = _origin(name, flags, config_path) if name in Settings.model_fields else (
-            f"in {config_path}" if config_path else "")
+        where = (
+            _origin(name, flags, config_path)
+            if name in Settings.model_fields
+            else (f"in {config_path}" if config_path else "")
+        )
         shown = "input" in err and not isinstance(err["input"], dict) and name not in SECRET_FIELDS
         got = f" (got {err['input']!r})" if shown else ""
         msg = err["msg"] if name in Settings.model_fields else "unknown option"
@@ -231,8 +252,11 @@ def options_table() -> str:
     rows = ["| flag | environment | TOML key | default | meaning |", "| --- | --- | --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        shown = "—" if default is None else ("[]" if default == [] else str(default).lower()
-                                              if isinstance(default, bool) else str(default))
+        shown = (
+            "—"
+            if default is None
+            else ("[]" if default == [] else str(default).lower() if isinstance(default, bool) else str(default))
+        )
         flag = flag_name(name) if field.annotation is not bool else f"{flag_name(name)} / --no-{flag_name(name)[2:]}"
         key = "—" if name == "config" else f"`{name}`"
         meaning = field.description or ""

@@ -56,26 +56,44 @@ def _check_size(rows: int, cols: int) -> None:
 class Engine:
     """All sessions of one service, behind a narrow surface."""
 
-    def __init__(self, store: ManifestStore, *, host: PaneHost | None = None,
-                 hosts: Mapping[str, PaneHost] | None = None, sweep_ms: int = 700,
-                 mode: Mode = "sweep", settle_ms: int = 40, cap_ms: int = 150, change_bytes: int = 256,
-                 report_freshness: float = 60.0, notifier: Notifier | None = None, service_url: str = "",
-                 manifest_check_s: float = 1.0, backend: str = "auto", transcripts: Path | str | None = None,
-                 transcript_max_bytes: int = 50 * 1024 * 1024, clock: Clock | None = None,
-                 wall: Callable[[], float] = time.time, agent_vars: Mapping[str, str] | None = None,
-                 programs: Callable[[int], Program | None] = program_name, keeper: Keeper | None = None) -> None:
+    def __init__(
+        self,
+        store: ManifestStore,
+        *,
+        host: PaneHost | None = None,
+        hosts: Mapping[str, PaneHost] | None = None,
+        sweep_ms: int = 700,
+        mode: Mode = "sweep",
+        settle_ms: int = 40,
+        cap_ms: int = 150,
+        change_bytes: int = 256,
+        report_freshness: float = 60.0,
+        notifier: Notifier | None = None,
+        service_url: str = "",
+        manifest_check_s: float = 1.0,
+        backend: str = "auto",
+        transcripts: Path | str | None = None,
+        transcript_max_bytes: int = 50 * 1024 * 1024,
+        clock: Clock | None = None,
+        wall: Callable[[], float] = time.time,
+        agent_vars: Mapping[str, str] | None = None,
+        programs: Callable[[int], Program | None] = program_name,
+        keeper: Keeper | None = None,
+    ) -> None:
         # a backend that is not installed fails here, not at the first session; "auto" is decided here
         backend, why = choose(backend)
         log.info("screen backend %s (%s)", backend, why)
         if hosts is None:
             if host is None:
                 from .hosts.pty import PtyHost
+
                 host = PtyHost()
             hosts = {host.kind: host}
         #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
         self.hosts: dict[str, PaneHost] = dict(hosts)
         if acp_sessions.KIND not in self.hosts:  # agents speaking ACP are always welcome: no setup
             from .hosts.acp import AcpHost
+
             self.hosts[acp_sessions.KIND] = AcpHost()
         self.host = host if host is not None else next(iter(self.hosts.values()))
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
@@ -84,8 +102,13 @@ class Engine:
         self.agent_vars: dict[str, str] = dict(agent_vars or {})
         self.freshness = report_freshness
         self.manifest_check_s = manifest_check_s
-        self.timing = Timing(mode=mode, sweep_s=sweep_ms / 1000, settle_s=settle_ms / 1000, cap_s=cap_ms / 1000,
-                             change_bytes=change_bytes)
+        self.timing = Timing(
+            mode=mode,
+            sweep_s=sweep_ms / 1000,
+            settle_s=settle_ms / 1000,
+            cap_s=cap_ms / 1000,
+            change_bytes=change_bytes,
+        )
         self.transcripts = Path(transcripts) if transcripts else None
         self.transcript_max_bytes = transcript_max_bytes
         self.hub = EventHub()
@@ -159,15 +182,23 @@ class Engine:
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
-        pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=None if acp else spec.agent, clock=panes.clock.time, wall=self.wall)
+        pane = Pane(
+            make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
+            agent=None if acp else spec.agent,
+            clock=panes.clock.time,
+            wall=self.wall,
+        )
         if acp:  # its state comes from the protocol only, from the start
-            pane.set_exact(Decision(State.working, Source.start, "initialize: starting the agent",
-                                    program=os.path.basename(argv[0])))
+            pane.set_exact(
+                Decision(
+                    State.working, Source.start, "initialize: starting the agent", program=os.path.basename(argv[0])
+                )
+            )
         session = Session(sid, spec, argv, pane, chosen, host.kind)
         # no report token here: any pane of this user can read another's environment
-        env = agent_env(os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url,
-                                     **self.agent_vars})
+        env = agent_env(
+            os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url, **self.agent_vars}
+        )
         launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
@@ -178,8 +209,9 @@ class Engine:
         except BaseException:
             panes.discard(session)  # all or nothing: no session without its process
             raise
-        log.info("started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-",
-                 extra={"session": sid})
+        log.info(
+            "started %s (pid %s, agent %s)", argv[0], session.handle.pid, spec.agent or "-", extra={"session": sid}
+        )
         return self._running(session)
 
     def _running(self, session: Session) -> dict[str, Any]:
@@ -200,8 +232,9 @@ class Engine:
             raise InvalidRequest(f"unknown host {kind!r} (configured: {', '.join(self.hosts)})")
         return found
 
-    async def adopt(self, kind: str, ref: str, spec: SessionSpec, *, sid: str, argv: list[str],
-                    report_token: str | None = None) -> dict[str, Any] | None:
+    async def adopt(
+        self, kind: str, ref: str, spec: SessionSpec, *, sid: str, argv: list[str], report_token: str | None = None
+    ) -> dict[str, Any] | None:
         """Take over a pane a previous server started on a host whose panes survive restarts
         (tmux), under its old id; its info, or None when the pane is gone."""
         host = self._host(kind)
@@ -209,8 +242,12 @@ class Engine:
         if sid in panes.sessions:
             raise InvalidRequest(f"session {sid!r} exists already")
         chosen = integration(manifest.manifest.hooks) if (manifest := self.store.get(spec.agent or "")) else None
-        pane = Pane(make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=spec.agent, clock=panes.clock.time, wall=self.wall)
+        pane = Pane(
+            make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
+            agent=spec.agent,
+            clock=panes.clock.time,
+            wall=self.wall,
+        )
         session = Session(sid, spec, list(argv), pane, chosen, host.kind)
         if report_token:
             session.report_token = report_token
@@ -264,8 +301,11 @@ class Engine:
         belongs to the session whose agent is that process or one of its ancestors (``report_socket``)."""
         if self._panes is None:
             return {}
-        return {s.handle.pid: sid for sid, s in self._panes.sessions.items()
-                if s.handle is not None and s.handle.pid is not None and s.handle.alive}
+        return {
+            s.handle.pid: sid
+            for sid, s in self._panes.sessions.items()
+            if s.handle is not None and s.handle.pid is not None and s.handle.alive
+        }
 
     def report_token_matches(self, sid: str, presented: str) -> bool:
         """Whether ``presented`` is this session's own report token (constant time); an adopted
@@ -311,8 +351,16 @@ class Engine:
             return acp_sessions.send(session, text)  # session/prompt; Enter means nothing there
         return await guard.send(self.panes, session, text, enter=enter)
 
-    async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
-                     request: str | None = None, settle: float = 0.2, deadline: float = 3.0) -> AnswerResult:
+    async def answer(
+        self,
+        sid: str,
+        *,
+        option: int | str | None = None,
+        keys: str | None = None,
+        request: str | None = None,
+        settle: float = 0.2,
+        deadline: float = 3.0,
+    ) -> AnswerResult:
         """Answer a prompt: only when blocked now; then check that the prompt went away.
         ACP sessions take an option id (or number) and, optionally, the permission request's id."""
         if (option is None) == (keys is None):
@@ -354,8 +402,7 @@ class Engine:
         """Raw keystrokes typed by a person in an interactive terminal (not guarded: they see
         the screen they type into), logged so that every input to an agent is accounted for."""
         session = self._session(sid)
-        log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state,
-                 extra={"session": sid})
+        log.info("typed %d bytes by hand while %s", len(data), session.pane.decision.state, extra={"session": sid})
         guard.write(session, data)
 
     # -- read models -----------------------------------------------------------------------

@@ -182,8 +182,9 @@ class EventHub:
         self._listeners.append(fn)
         return lambda: self._listeners.remove(fn) if fn in self._listeners else None
 
-    def stream(self, snapshot: Callable[[], Snapshot], *, size: int = 1000,
-               heartbeat: float | None = 15.0) -> EventStream:
+    def stream(
+        self, snapshot: Callable[[], Snapshot], *, size: int = 1000, heartbeat: float | None = 15.0
+    ) -> EventStream:
         stream = EventStream(self, snapshot, size, heartbeat)
         self._streams.add(stream)
         return stream

@@ -98,8 +98,16 @@ async def _enter_again_if_ignored(panes: Panes, session: Session, before_enter: 
         write(session, b"\r")
 
 
-async def _echoed(panes: Panes, pane: Pane, read_before: int | None, tail: str = "", *,
-                  least: float = 0.08, quiet: float = 0.05, most: float = 1.5) -> None:
+async def _echoed(
+    panes: Panes,
+    pane: Pane,
+    read_before: int | None,
+    tail: str = "",
+    *,
+    least: float = 0.08,
+    quiet: float = 0.05,
+    most: float = 1.5,
+) -> None:
     """Wait at least ``least`` s; with typed text, also until the screen shows its last
     characters (the echo: a footer redrawn at start-up does not count) and the agent was
     quiet for ``quiet`` s — at most ``most`` s in all, so a program that does not echo
@@ -116,8 +124,9 @@ async def _echoed(panes: Panes, pane: Pane, read_before: int | None, tail: str =
         await clock.sleep(0.02)
 
 
-async def answer(panes: Panes, session: Session, *, option: int | None, keys: str | None, settle: float,
-                 deadline: float) -> AnswerResult:
+async def answer(
+    panes: Panes, session: Session, *, option: int | None, keys: str | None, settle: float, deadline: float
+) -> AnswerResult:
     """Answer the prompt only when blocked now; then wait for the prompt to go away."""
     pane, clock = session.pane, panes.clock
     decision = panes.classify(session)

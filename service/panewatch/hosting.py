@@ -48,8 +48,10 @@ def choose_host(pane_host: str | None, state_dir: Path) -> tuple[PaneHost, str |
             raise StartupError(f"--pane-host tmux: {reason}")
         return TmuxHost(state_dir), None
     if reason:
-        return PtyHost(reaper=Reaper(state_dir)), (f"agents run on the pty host and will not survive a restart of the server "
-                           f"({reason}; install tmux 3.2+ or pass --pane-host pty to silence this)")
+        return PtyHost(reaper=Reaper(state_dir)), (
+            f"agents run on the pty host and will not survive a restart of the server "
+            f"({reason}; install tmux 3.2+ or pass --pane-host pty to silence this)"
+        )
     return TmuxHost(state_dir), None
 
 

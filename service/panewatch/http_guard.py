@@ -35,9 +35,11 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 #: The dashboard loads only its own scripts; xterm.js writes <style> elements, hence 'unsafe-inline'
 #: for styles only. The WebSocket origin is the page's own (named, for older CSP implementations).
-PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-            "font-src 'self' data:; connect-src 'self' {ws}; object-src 'none'; base-uri 'none'; "
-            "form-action 'self'; frame-ancestors 'none'")
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self' data:; connect-src 'self' {ws}; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
 #: FastAPI's /docs pages load Swagger UI from a CDN: they keep only the framing rule.
 DOCS_CSP = "frame-ancestors 'none'"
 DOCS_PATHS = ("/docs", "/redoc")
@@ -63,7 +65,7 @@ class HostAllowList:
         """``Host`` without its port (``[::1]:8765`` → ``::1``)."""
         header = header.strip().lower()
         if header.startswith("["):
-            return header[1: header.find("]")] if "]" in header else header
+            return header[1 : header.find("]")] if "]" in header else header
         return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
     def allows(self, header: str | None) -> bool:
@@ -79,8 +81,11 @@ class HostAllowList:
 
 
 def security_headers(path: str, host: str | None) -> list[tuple[bytes, bytes]]:
-    csp = DOCS_CSP if path.startswith(DOCS_PATHS) else PAGE_CSP.format(
-        ws=f"ws://{host} wss://{host}" if host and all(c not in host for c in " ;,'\"") else "")
+    csp = (
+        DOCS_CSP
+        if path.startswith(DOCS_PATHS)
+        else PAGE_CSP.format(ws=f"ws://{host} wss://{host}" if host and all(c not in host for c in " ;,'\"") else "")
+    )
     return [
         (b"content-security-policy", csp.encode()),
         (b"x-frame-options", b"DENY"),
@@ -96,8 +101,15 @@ class _TooLarge(Exception):
 class HttpGuard:
     """ASGI middleware: Host allow-list, ``authorize`` before any body byte, body limits, headers."""
 
-    def __init__(self, app: ASGIApp, *, hosts: HostAllowList, authorize: Authorize | None = None,
-                 limit_for: Callable[[str], int] = lambda path: 1 << 20, max_json_depth: int = MAX_JSON_DEPTH) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: HostAllowList,
+        authorize: Authorize | None = None,
+        limit_for: Callable[[str], int] = lambda path: 1 << 20,
+        max_json_depth: int = MAX_JSON_DEPTH,
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.authorize = authorize
@@ -114,8 +126,9 @@ class HttpGuard:
             if scope["type"] == "websocket":  # refused before accept: the handshake gets a 403
                 await send({"type": "websocket.close", "code": 1008, "reason": "host not allowed"})
                 return
-            await _respond(send, 421, "host not allowed (DNS rebinding guard): add it with --allowed-hosts",
-                           scope["path"], None)
+            await _respond(
+                send, 421, "host not allowed (DNS rebinding guard): add it with --allowed-hosts", scope["path"], None
+            )
             return
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
@@ -130,9 +143,13 @@ class HttpGuard:
         limit = self.limit_for(path)
         length = conn.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await _respond(send, 413 if length.isdigit() else 400,
-                           f"body larger than {limit} bytes" if length.isdigit() else "bad Content-Length",
-                           path, host)
+            await _respond(
+                send,
+                413 if length.isdigit() else 400,
+                f"body larger than {limit} bytes" if length.isdigit() else "bad Content-Length",
+                path,
+                host,
+            )
             return
         try:
             body, more = await _read_body(receive, limit)
@@ -156,8 +173,10 @@ class HttpGuard:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  *[(k, v) for k, v in extra if k not in present]]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), *[(k, v) for k, v in extra if k not in present]],
+                }
             await send(message)
 
         await self.app(scope, replay, send_with_headers)
@@ -174,8 +193,10 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+
             async def gone(last: Message = message) -> Message:
                 return last
+
             return bytes(chunks), gone
         chunks += message.get("body", b"")
         if len(chunks) > limit:
@@ -184,12 +205,17 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
             return bytes(chunks), receive
 
 
-async def _respond(send: Send, status: int, reason: str, path: str, host: str | None,
-                   headers: dict[str, str] | None = None) -> None:
+async def _respond(
+    send: Send, status: int, reason: str, path: str, host: str | None, headers: dict[str, str] | None = None
+) -> None:
     body = json.dumps({"detail": reason}).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-           # the client may still be sending a body we will not read: do not keep this connection
-           (b"connection", b"close"), *security_headers(path, host)]
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        # the client may still be sending a body we will not read: do not keep this connection
+        (b"connection", b"close"),
+        *security_headers(path, host),
+    ]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

@@ -48,10 +48,12 @@ def resolve_token(settings: Settings) -> tuple[Settings, str]:
             log.warning("both a token and a token file were given: the token file wins")
         return settings.model_copy(update={"token": read_token_file(settings.token_file)}), "file"
     if settings.token:
-        log.warning("the API token was given by --token or PANEWATCH_TOKEN: every agent running as this user "
-                    "can read it (--token from /proc/<pid>/cmdline, PANEWATCH_TOKEN from the environ of whatever "
-                    "started the server: a shell, tini) and answer its own prompts; use --token-file (or let the server "
-                    "generate one)")
+        log.warning(
+            "the API token was given by --token or PANEWATCH_TOKEN: every agent running as this user "
+            "can read it (--token from /proc/<pid>/cmdline, PANEWATCH_TOKEN from the environ of whatever "
+            "started the server: a shell, tini) and answer its own prompts; use --token-file (or let the server "
+            "generate one)"
+        )
         return settings, "given"
     return settings.model_copy(update={"token": new_token()}), "generated"
 
@@ -68,8 +70,13 @@ def state_dir(settings: Settings) -> Path:
             raise
         fallback = Path(tempfile.mkdtemp(prefix="panewatch-state-"))
         os.chmod(fallback, 0o700)
-        log.warning("cannot use %s (%s): state in %s, so a killed server's leftovers are not cleaned up "
-                    "by the next start; set --state-dir", path, exc.strerror, fallback)
+        log.warning(
+            "cannot use %s (%s): state in %s, so a killed server's leftovers are not cleaned up "
+            "by the next start; set --state-dir",
+            path,
+            exc.strerror,
+            fallback,
+        )
         return fallback
     return path
 
@@ -88,4 +95,3 @@ def protect_process() -> bool:
         return result == 0
     except (OSError, AttributeError):
         return False
-

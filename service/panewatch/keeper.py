@@ -118,14 +118,26 @@ class Keeper:
         self._known.add(sid)
         assert self.engine is not None
         handle = session.handle
-        self.registry.add(Record(
-            id=sid, name=session.name, command=list(session.argv), cwd=session.cwd,
-            token_hash=session.memo.get("token_hash") or hash_token(session.report_token),
-            host_kind=session.host, host_ref=handle.ref if handle is not None else None,
-            rows=session.pane.screen.rows, cols=session.pane.screen.cols, agent=session.spec.agent,
-            created=session.created, agent_session_id=session.memo.get("agent_session_id"),
-            state=str(session.pane.decision.state), since=session.pane.decision.since,
-            why=session.pane.decision.why, hooks=session.spec.hooks))
+        self.registry.add(
+            Record(
+                id=sid,
+                name=session.name,
+                command=list(session.argv),
+                cwd=session.cwd,
+                token_hash=session.memo.get("token_hash") or hash_token(session.report_token),
+                host_kind=session.host,
+                host_ref=handle.ref if handle is not None else None,
+                rows=session.pane.screen.rows,
+                cols=session.pane.screen.cols,
+                agent=session.spec.agent,
+                created=session.created,
+                agent_session_id=session.memo.get("agent_session_id"),
+                state=str(session.pane.decision.state),
+                since=session.pane.decision.since,
+                why=session.pane.decision.why,
+                hooks=session.spec.hooks,
+            )
+        )
 
     def _state(self, event: StateChanged) -> None:
         session = self._session(event.session)
@@ -134,9 +146,16 @@ class Keeper:
         if event.session not in self._known:
             self._created(event.session)
         screen = session.pane.screen
-        self.registry.update(event.session, state=str(event.state), since=event.at, why=event.why,
-                             exit_code=event.exit_code, rows=screen.rows, cols=screen.cols,
-                             last_screen=json.dumps(screen.lines()))
+        self.registry.update(
+            event.session,
+            state=str(event.state),
+            since=event.at,
+            why=event.why,
+            exit_code=event.exit_code,
+            rows=screen.rows,
+            cols=screen.cols,
+            last_screen=json.dumps(screen.lines()),
+        )
 
     # -- restoring ---------------------------------------------------------------------------
     async def restore(self) -> None:
@@ -148,8 +167,10 @@ class Keeper:
             if remove_orphans is None:
                 continue
             for sid in await remove_orphans({r.id for r in records}):
-                log.warning("ended an agent window the registry did not know (a server killed while starting it)",
-                            extra={"session": sid})
+                log.warning(
+                    "ended an agent window the registry did not know (a server killed while starting it)",
+                    extra={"session": sid},
+                )
         if not records:
             return
         results = await asyncio.gather(*(self._restore(r) for r in records), return_exceptions=True)
@@ -157,8 +178,13 @@ class Keeper:
         for record, result in zip(records, results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("could not restore: %s", result, extra={"session": record.id})
-        log.info("restored %d sessions from %s: %d adopted, %d lost", len(records), self.registry.path,
-                 adopted, len(records) - adopted)
+        log.info(
+            "restored %d sessions from %s: %d adopted, %d lost",
+            len(records),
+            self.registry.path,
+            adopted,
+            len(records) - adopted,
+        )
 
     async def _restore(self, record: Record) -> bool:
         engine = self.engine
@@ -178,8 +204,11 @@ class Keeper:
             self._show_exited(session, record)
             return False
         if handle is None:
-            why = LOST_HOST_GONE if record.host_kind == host.kind and host.survives_restart else \
-                LOST_NOT_KEPT.format(kind=record.host_kind)
+            why = (
+                LOST_HOST_GONE
+                if record.host_kind == host.kind and host.survives_restart
+                else LOST_NOT_KEPT.format(kind=record.host_kind)
+            )
             self._show_lost(session, record, why)
             return False
         session.handle = handle
@@ -196,13 +225,24 @@ class Keeper:
         engine = self.engine
         assert engine is not None
         panes = engine.panes
-        spec = SessionSpec(agent=record.agent, command=list(record.command), cwd=record.cwd, rows=record.rows,
-                           cols=record.cols, hooks=record.hooks, name=record.name)
+        spec = SessionSpec(
+            agent=record.agent,
+            command=list(record.command),
+            cwd=record.cwd,
+            rows=record.rows,
+            cols=record.cols,
+            hooks=record.hooks,
+            name=record.name,
+        )
         manifest = engine.store.get(record.agent) if record.agent else None
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         sid = record.id
-        pane = Pane(make_screen(engine.backend, record.rows, record.cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=record.agent, clock=panes.clock.time, wall=engine.wall)
+        pane = Pane(
+            make_screen(engine.backend, record.rows, record.cols, reply=lambda data: panes.reply(sid, data)),
+            agent=record.agent,
+            clock=panes.clock.time,
+            wall=engine.wall,
+        )
         session = Session(sid, spec, list(record.command), pane, chosen, record.host_kind)
         session.created = record.created
         session.report_token = ""  # unknown: only its hash was kept
@@ -238,20 +278,28 @@ class Keeper:
         engine = self.engine
         assert engine is not None
         from .errors import Conflict, UnknownSession
+
         session = self._session(sid)
         if session is None:
             raise UnknownSession(f"no session {sid!r}")
         if not session.pane.lost:
-            raise Conflict(f"only a lost session can be resumed (this one is {session.pane.decision.state})",
-                           session.pane.decision)
+            raise Conflict(
+                f"only a lost session can be resumed (this one is {session.pane.decision.state})", session.pane.decision
+            )
         manifest = engine.store.get(session.spec.agent) if session.spec.agent else None
         try:
-            argv = resume_argv(expand_command(manifest.manifest.resume) if manifest else [], session.spec.agent,
-                               session.memo.get("agent_session_id"))
+            argv = resume_argv(
+                expand_command(manifest.manifest.resume) if manifest else [],
+                session.spec.agent,
+                session.memo.get("agent_session_id"),
+            )
         except ResumeError as exc:
             raise Conflict(str(exc), session.pane.decision) from None
-        if manifest is not None and session.argv and os.path.basename(session.argv[0]) in (
-                {argv[0], *manifest.manifest.processes}):
+        if (
+            manifest is not None
+            and session.argv
+            and os.path.basename(session.argv[0]) in ({argv[0], *manifest.manifest.processes})
+        ):
             argv[0] = session.argv[0]  # the same binary the session was launched with
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if session.spec.hooks and chosen is not None and manifest is not None:
@@ -265,13 +313,19 @@ class Keeper:
             raise Conflict(f"could not resume: {exc}", session.pane.decision) from None
         panes = engine.panes
         rows, cols = session.pane.screen.rows, session.pane.screen.cols
-        pane = Pane(make_screen(engine.backend, rows, cols, reply=lambda data: panes.reply(sid, data)),
-                    agent=session.spec.agent, clock=panes.clock.time, wall=engine.wall)
+        pane = Pane(
+            make_screen(engine.backend, rows, cols, reply=lambda data: panes.reply(sid, data)),
+            agent=session.spec.agent,
+            clock=panes.clock.time,
+            wall=engine.wall,
+        )
         token = secrets.token_urlsafe(24)
         # no report token in its environment (any pane of this user could read it): its hooks
         # report over the report socket, found by process ancestry (engine.agent_roots)
-        env = agent_env(os.environ, {**session.spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": engine.service_url,
-                                     **engine.agent_vars})
+        env = agent_env(
+            os.environ,
+            {**session.spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": engine.service_url, **engine.agent_vars},
+        )
         try:
             handle = host.spawn(LaunchSpec(sid, tuple(argv), session.cwd, env, rows, cols), panes.sink(session))
         except SpawnError as exc:

@@ -29,8 +29,9 @@ MAX_REVOKED = 10_000
 class Logins:
     """Issue, check and revoke login ids for one API token."""
 
-    def __init__(self, token: str, ttl_s: float, *, revoked_file: Path | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, token: str, ttl_s: float, *, revoked_file: Path | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self._key = hashlib.sha256(b"panewatch-login\0" + token.encode()).digest()
         self.ttl_s = ttl_s
         self.clock = clock

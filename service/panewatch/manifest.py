@@ -38,8 +38,7 @@ _REGION = re.compile(
 )
 
 REGIONS_HELP = (
-    "screen, title, cursor_line, after_last_rule, before_last_rule, prompt_box, "
-    "above_prompt_box, bottom:N, top:N"
+    "screen, title, cursor_line, after_last_rule, before_last_rule, prompt_box, above_prompt_box, bottom:N, top:N"
 )
 
 
@@ -84,8 +83,11 @@ def _category_ranges(category: str) -> tuple[tuple[int, int], ...]:
 
 @lru_cache(maxsize=1)
 def _all_code_points() -> str:
-    return array("I", range(_MAXCP + 1)).tobytes().decode("utf-32-le" if sys.byteorder == "little"
-                                                          else "utf-32-be", "surrogatepass")
+    return (
+        array("I", range(_MAXCP + 1))
+        .tobytes()
+        .decode("utf-32-le" if sys.byteorder == "little" else "utf-32-be", "surrogatepass")
+    )
 
 
 def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -148,8 +150,7 @@ def _re2_class(ranges: list[tuple[int, int]]) -> str:
 
 def _re2_flags(add: int, remove: int) -> str:
     letters = {_c.SRE_FLAG_IGNORECASE: "i", _c.SRE_FLAG_MULTILINE: "m", _c.SRE_FLAG_DOTALL: "s"}
-    if (add | remove) & ~(_c.SRE_FLAG_IGNORECASE | _c.SRE_FLAG_MULTILINE | _c.SRE_FLAG_DOTALL
-                          | _c.SRE_FLAG_UNICODE):
+    if (add | remove) & ~(_c.SRE_FLAG_IGNORECASE | _c.SRE_FLAG_MULTILINE | _c.SRE_FLAG_DOTALL | _c.SRE_FLAG_UNICODE):
         raise _Untranslatable(f"flags {add | remove}")
     on = "".join(v for k, v in letters.items() if add & k)
     off = "".join(v for k, v in letters.items() if remove & k)
@@ -238,6 +239,7 @@ def backtracking_hazard(pattern: str) -> str | None:
     ``(a*b?)*``, ``(.*x){9}``), a repeated alternation whose branches can start alike or be
     empty (``(a|aa)*``, ``(\w|\d)+``), and backreferences (no linear-time engine runs them).
     Conservative: a few safe patterns are refused too, and can be written without nesting."""
+
     def walk(nodes: Any, repeated: bool) -> str | None:
         for op, av in nodes:
             if op in (_c.GROUPREF, getattr(_c, "GROUPREF_EXISTS", None)):
@@ -258,8 +260,10 @@ def backtracking_hazard(pattern: str) -> str | None:
                 if repeated:
                     firsts = [_first(alt) for alt in av[1]]
                     if any(_overlap(firsts[i], firsts[j]) for i in range(len(firsts)) for j in range(i)):
-                        return ("a quantified alternation whose branches can match alike (like (a|aa)*) "
-                                "backtracks exponentially")
+                        return (
+                            "a quantified alternation whose branches can match alike (like (a|aa)*) "
+                            "backtracks exponentially"
+                        )
                 for alt in av[1]:
                     why = walk(alt, repeated)
                     if why:
@@ -309,7 +313,7 @@ class _Re2Match:
     def group(self, index: int = 0) -> str:
         if index:
             raise IndexError("only group 0 is kept")
-        return self._data[self._start: self._end].decode("utf-8", "replace")
+        return self._data[self._start : self._end].decode("utf-8", "replace")
 
     def start(self) -> int:
         return len(self._data[: self._start].decode("utf-8", "replace"))
@@ -466,8 +470,9 @@ def _horizontal_rule() -> Any:
     return compile_rule_pattern(HORIZONTAL_RULE.pattern, 0)
 
 
-def region_lines(region: str, lines: Sequence[str], title: str = "", cursor_row: int | None = None,
-                 rules: list[int] | None = None) -> list[str]:
+def region_lines(
+    region: str, lines: Sequence[str], title: str = "", cursor_row: int | None = None, rules: list[int] | None = None
+) -> list[str]:
     """The lines of the screen a region names (see ``REGIONS_HELP``); ``rules`` are the
     horizontal rules' row indexes when the caller has them already."""
     if region == "screen":
@@ -477,17 +482,17 @@ def region_lines(region: str, lines: Sequence[str], title: str = "", cursor_row:
     if region == "cursor_line":
         return [lines[cursor_row]] if cursor_row is not None and 0 <= cursor_row < len(lines) else []
     if region.startswith("bottom:"):
-        return _non_empty(lines)[-int(region[7:]):]
+        return _non_empty(lines)[-int(region[7:]) :]
     if region.startswith("top:"):
         return _non_empty(lines)[: int(region[4:])]
     if rules is None:
         rules = _rule_indexes(lines)
     if region == "after_last_rule":
-        return list(lines[rules[-1] + 1:]) if rules else []
+        return list(lines[rules[-1] + 1 :]) if rules else []
     if region == "before_last_rule":
         return list(lines[: rules[-1]]) if rules else list(lines)
     if region == "prompt_box":
-        return list(lines[rules[-2] + 1: rules[-1]]) if len(rules) >= 2 else []
+        return list(lines[rules[-2] + 1 : rules[-1]]) if len(rules) >= 2 else []
     if region == "above_prompt_box":
         return list(lines[: rules[-2]]) if len(rules) >= 2 else []
     raise ValueError(f"unknown region {region!r}")
@@ -606,7 +611,9 @@ class CompiledManifest:
     def build(cls, manifest: Manifest, path: Path | None = None, mtime_ns: int = 0) -> CompiledManifest:
         return cls(manifest, [CompiledRule.build(r) for r in manifest.rules], path, mtime_ns)
 
-    def _region_text(self, cache: _RegionCache, rule: Rule, lines: Sequence[str], title: str, cursor_row: int | None) -> str:
+    def _region_text(
+        self, cache: _RegionCache, rule: Rule, lines: Sequence[str], title: str, cursor_row: int | None
+    ) -> str:
         key = (rule.region, rule.last)
         text = cache.get(key)
         if text is None:
@@ -617,7 +624,7 @@ class CompiledManifest:
                     rules = cache["rules"] = _rule_indexes(lines)
             selected = region_lines(rule.region, lines, title, cursor_row, rules)
             if rule.last:
-                selected = _non_empty(selected)[-rule.last:]
+                selected = _non_empty(selected)[-rule.last :]
             text = cache[key] = "\n".join(selected)
         return text
 
@@ -642,8 +649,14 @@ class CompiledManifest:
     def _over_budget(self, rule: Rule, took: float, chars: int) -> None:
         """Report a rule past its time budget (once per new worst), so it can be fixed."""
         if took > self.slow_rules.get(rule.name, 0.0) * 1.5:
-            log.warning("manifest %s rule %s took %.1f ms on a %d-character region (budget %.0f ms)",
-                        self.path or self.agent, rule.name, took, chars, RULE_BUDGET_MS)
+            log.warning(
+                "manifest %s rule %s took %.1f ms on a %d-character region (budget %.0f ms)",
+                self.path or self.agent,
+                rule.name,
+                took,
+                chars,
+                RULE_BUDGET_MS,
+            )
         self.slow_rules[rule.name] = max(took, self.slow_rules.get(rule.name, 0.0))
 
     def explain(self, lines: Sequence[str], title: str = "", cursor_row: int | None = None) -> list[RuleTrace]:
@@ -832,10 +845,12 @@ class ManifestStore:
             raise ManifestError(plain[manifest.agent][0], f"extends: no manifest for agent {manifest.extends!r}")
         base = self._resolve(plain[manifest.extends][2], plain, seen | {manifest.agent})
         names = {r.name for r in manifest.rules}
-        return manifest.model_copy(update={
-            "rules": manifest.rules + [r for r in base.rules if r.name not in names],
-            "extends": None,
-        })
+        return manifest.model_copy(
+            update={
+                "rules": manifest.rules + [r for r in base.rules if r.name not in names],
+                "extends": None,
+            }
+        )
 
     def get(self, agent: str) -> CompiledManifest | None:
         return self._by_agent.get(agent)

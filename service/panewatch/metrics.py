@@ -48,29 +48,62 @@ def exposition(stats: Mapping[str, Any], version: str) -> str:
     """Every figure of ``Engine.stats()``; counters include deleted sessions so they never go down."""
     recent = sorted(stats["sweep_seconds"])
     lines: list[str] = []
-    lines += family("panewatch_build_info", "gauge", "Version of the running service.",
-                    [("panewatch_build_info", {"version": version}, 1)])
-    lines += family("panewatch_sessions", "gauge", "Sessions by current state.",
-                    [("panewatch_sessions", {"state": k}, v) for k, v in stats["sessions_by_state"].items()])
-    lines += family("panewatch_state_transitions_total", "counter",
-                    "State changes, by the signal that decided them.",
-                    [("panewatch_state_transitions_total", {"source": k}, v)
-                     for k, v in sorted(stats["transitions"].items())])
-    lines += family("panewatch_sweep_duration_seconds", "summary",
-                    "Time one classification sweep took (quantiles over the recent sweeps).",
-                    [*(("panewatch_sweep_duration_seconds", {"quantile": str(q)}, quantile(recent, q))
-                       for q in QUANTILES),
-                     ("panewatch_sweep_duration_seconds_sum", {}, stats["sweep_seconds_sum"]),
-                     ("panewatch_sweep_duration_seconds_count", {}, stats["sweeps"])])
-    lines += family("panewatch_pty_read_bytes_total", "counter", "Bytes read from the agents' terminals.",
-                    [("panewatch_pty_read_bytes_total", {}, stats["bytes_read"])])
-    lines += family("panewatch_emulated_bytes_total", "counter", "Bytes fed to the screen emulators.",
-                    [("panewatch_emulated_bytes_total", {}, stats["bytes_emulated"])])
-    lines += family("panewatch_screen_errors_total", "counter",
-                    "Escape sequences the screen emulators could not apply (the pane kept going).",
-                    [("panewatch_screen_errors_total", {}, stats["screen_errors"])])
-    lines += family("panewatch_classifications_total", "counter", "Screens classified.",
-                    [("panewatch_classifications_total", {}, stats["classifications"])])
-    lines += family("panewatch_notifications_total", "counter", "Notifications sent (blocked, turn done).",
-                    [("panewatch_notifications_total", {}, stats["notifications"])])
+    lines += family(
+        "panewatch_build_info",
+        "gauge",
+        "Version of the running service.",
+        [("panewatch_build_info", {"version": version}, 1)],
+    )
+    lines += family(
+        "panewatch_sessions",
+        "gauge",
+        "Sessions by current state.",
+        [("panewatch_sessions", {"state": k}, v) for k, v in stats["sessions_by_state"].items()],
+    )
+    lines += family(
+        "panewatch_state_transitions_total",
+        "counter",
+        "State changes, by the signal that decided them.",
+        [("panewatch_state_transitions_total", {"source": k}, v) for k, v in sorted(stats["transitions"].items())],
+    )
+    lines += family(
+        "panewatch_sweep_duration_seconds",
+        "summary",
+        "Time one classification sweep took (quantiles over the recent sweeps).",
+        [
+            *(("panewatch_sweep_duration_seconds", {"quantile": str(q)}, quantile(recent, q)) for q in QUANTILES),
+            ("panewatch_sweep_duration_seconds_sum", {}, stats["sweep_seconds_sum"]),
+            ("panewatch_sweep_duration_seconds_count", {}, stats["sweeps"]),
+        ],
+    )
+    lines += family(
+        "panewatch_pty_read_bytes_total",
+        "counter",
+        "Bytes read from the agents' terminals.",
+        [("panewatch_pty_read_bytes_total", {}, stats["bytes_read"])],
+    )
+    lines += family(
+        "panewatch_emulated_bytes_total",
+        "counter",
+        "Bytes fed to the screen emulators.",
+        [("panewatch_emulated_bytes_total", {}, stats["bytes_emulated"])],
+    )
+    lines += family(
+        "panewatch_screen_errors_total",
+        "counter",
+        "Escape sequences the screen emulators could not apply (the pane kept going).",
+        [("panewatch_screen_errors_total", {}, stats["screen_errors"])],
+    )
+    lines += family(
+        "panewatch_classifications_total",
+        "counter",
+        "Screens classified.",
+        [("panewatch_classifications_total", {}, stats["classifications"])],
+    )
+    lines += family(
+        "panewatch_notifications_total",
+        "counter",
+        "Notifications sent (blocked, turn done).",
+        [("panewatch_notifications_total", {}, stats["notifications"])],
+    )
     return "\n".join(lines) + "\n"

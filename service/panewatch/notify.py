@@ -88,8 +88,18 @@ class Notifier:
         """Entering blocked, or a turn that ended (working -> idle)."""
         return (state == "blocked" and prev != "blocked") or (prev == "working" and state == "idle")
 
-    def on_transition(self, *, session: str, name: str, agent: str, prev: str | None, state: str,
-                      source: str, rule: str | None, why: str) -> Notification | None:
+    def on_transition(
+        self,
+        *,
+        session: str,
+        name: str,
+        agent: str,
+        prev: str | None,
+        state: str,
+        source: str,
+        rule: str | None,
+        why: str,
+    ) -> Notification | None:
         """Record a state change; return the notification if one was sent."""
         if not self.wanted(prev, state):
             return None
@@ -102,9 +112,17 @@ class Notifier:
         fields = _Safe(name=name, agent=agent, state=state, prev=prev or "", why=why, source=source)
         wording = self.messages.get(state, {})
         note = Notification(
-            session=session, name=name, agent=agent, state=state, prev=prev or "", source=source, rule=rule,
-            why=why, title=wording.get("title", "{name}: {state}").format_map(fields),
-            body=wording.get("body", "{why}").format_map(fields), at=self.wall(),
+            session=session,
+            name=name,
+            agent=agent,
+            state=state,
+            prev=prev or "",
+            source=source,
+            rule=rule,
+            why=why,
+            title=wording.get("title", "{name}: {state}").format_map(fields),
+            body=wording.get("body", "{why}").format_map(fields),
+            at=self.wall(),
         )
         self.sent += 1
         for callback in list(self._subscribers):

@@ -41,8 +41,15 @@ class Pane:
     """One pane's screen, signals and decision. ``clock`` is monotonic seconds; ``wall`` is
     the wall clock the decision's ``since`` is given in."""
 
-    def __init__(self, screen: ScreenLike, *, agent: str | None, clock: Callable[[], float],
-                 wall: Callable[[], float], own_pid: int | None = None) -> None:
+    def __init__(
+        self,
+        screen: ScreenLike,
+        *,
+        agent: str | None,
+        clock: Callable[[], float],
+        wall: Callable[[], float],
+        own_pid: int | None = None,
+    ) -> None:
         self.screen = screen
         self.agent = agent  # the manifest the session was launched for
         self.clock = clock
@@ -197,8 +204,9 @@ class Pane:
         if self.exact is not None:
             self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
             if self.exited and self.exact.state != State.exited:  # gone before the host said why
-                self.exact = Decision(State.exited, Source.exit, f"exit code {self.exit_code}",
-                                      exit_code=self.exit_code)
+                self.exact = Decision(
+                    State.exited, Source.exit, f"exit code {self.exit_code}", exit_code=self.exit_code
+                )
             return self.exact
         now = self.clock()
         manifest = self.manifest(store)
@@ -219,11 +227,19 @@ class Pane:
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
         if self.lost:
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
-        return combine(verdict, report=self.report, now=now, freshness=freshness,
-                       screen_changed_at=self.screen_changed_at, shell_back=self.shell_back(),
-                       exit_code=self.exit_code, exited=self.exited,
-                       starting=not self.rule_seen and now < self.startup_deadline,
-                       status=self.status, status_at=self.status_at)
+        return combine(
+            verdict,
+            report=self.report,
+            now=now,
+            freshness=freshness,
+            screen_changed_at=self.screen_changed_at,
+            shell_back=self.shell_back(),
+            exit_code=self.exit_code,
+            exited=self.exited,
+            starting=not self.rule_seen and now < self.startup_deadline,
+            status=self.status,
+            status_at=self.status_at,
+        )
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
@@ -234,7 +250,8 @@ class Pane:
         if self.decision.source == Source.start and self.clock() >= self.startup_deadline:
             return True
         return self.decision.source == Source.hook and not report_is_fresh(
-            self.report, self.clock(), freshness, self.screen_changed_at)
+            self.report, self.clock(), freshness, self.screen_changed_at
+        )
 
     @property
     def final(self) -> bool:

@@ -76,9 +76,16 @@ class Panes:
         if folder is None:
             return
         recording = Transcript(
-            folder / f"{session.id}.cast", rows=session.pane.screen.rows, cols=session.pane.screen.cols,
-            max_bytes=self.engine.transcript_max_bytes, loop=asyncio.get_running_loop(), title=session.name,
-            command=session.argv, session=session.id, resume=resume)
+            folder / f"{session.id}.cast",
+            rows=session.pane.screen.rows,
+            cols=session.pane.screen.cols,
+            max_bytes=self.engine.transcript_max_bytes,
+            loop=asyncio.get_running_loop(),
+            title=session.name,
+            command=session.argv,
+            session=session.id,
+            resume=resume,
+        )
         session.transcript = recording
         self.output_sinks.setdefault(session.id, []).append(recording.output)
 
@@ -141,8 +148,11 @@ class Panes:
                 log.warning("manifest refused, previous version kept: %s", err)
                 for s in self.sessions.values():
                     if err.path.stem in (s.pane.manifest_agent, s.pane.agent):
-                        log.warning("its manifest %s was refused; the previous version stays in use",
-                                    err.path.name, extra={"session": s.id})
+                        log.warning(
+                            "its manifest %s was refused; the previous version stays in use",
+                            err.path.name,
+                            extra={"session": s.id},
+                        )
 
     # -- from the host ---------------------------------------------------------------------
     def output(self, session: Session, data: bytes) -> None:
@@ -184,8 +194,12 @@ class Panes:
     def reply(self, sid: str, data: bytes) -> None:
         """Answers to the agent's terminal queries go straight back into its input."""
         session = self.sessions.get(sid)
-        if session is not None and session.handle is not None and session.handle.alive \
-                and not session.handle.answers_queries:
+        if (
+            session is not None
+            and session.handle is not None
+            and session.handle.alive
+            and not session.handle.answers_queries
+        ):
             with suppress(HostError):  # an agent that does not read its input does not read the answer
                 session.handle.write(data)
 
@@ -257,18 +271,40 @@ class Panes:
         decision = pane.decision
         prev_state = prev.state if prev else None
         self.transitions[decision.source] = self.transitions.get(decision.source, 0) + 1
-        log.info("state %s -> %s (%s %s)", prev_state, decision.state, decision.source, decision.decided_by,
-                 extra={"session": session.id})
-        self.engine.hub.publish(StateChanged(
-            session.id, decision.state, prev_state, str(decision.source), decision.decided_by, decision.why,
-            decision.since, pane.exit_code, session.error))
+        log.info(
+            "state %s -> %s (%s %s)",
+            prev_state,
+            decision.state,
+            decision.source,
+            decision.decided_by,
+            extra={"session": session.id},
+        )
+        self.engine.hub.publish(
+            StateChanged(
+                session.id,
+                decision.state,
+                prev_state,
+                str(decision.source),
+                decision.decided_by,
+                decision.why,
+                decision.since,
+                pane.exit_code,
+                session.error,
+            )
+        )
         self._wake(session.id)
         if prev is not None:
             # leaving the launch placeholder is not the end of a turn
             self.engine.notifier.on_transition(
-                session=session.id, name=session.name, agent=pane.manifest_agent or pane.agent or "",
-                prev=None if prev.source == Source.start else str(prev_state), state=str(decision.state),
-                source=str(decision.source), rule=decision.decided_by, why=decision.why)
+                session=session.id,
+                name=session.name,
+                agent=pane.manifest_agent or pane.agent or "",
+                prev=None if prev.source == Source.start else str(prev_state),
+                state=str(decision.state),
+                source=str(decision.source),
+                rule=decision.decided_by,
+                why=decision.why,
+            )
 
     def resize(self, session: Session, rows: int, cols: int) -> None:
         pane = session.pane
@@ -316,4 +352,3 @@ class Panes:
             "backlog": sched.backlog(),
             "bytes_read_by_session": {s.id: s.pane.bytes_read for s in self.sessions.values()},
         }
-

@@ -51,7 +51,7 @@ def _stat(pid: int) -> tuple[str, int] | None:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
+    fields = raw[raw.rfind(b")") + 2 :].split()
     return fields[0].decode(), int(fields[1])
 
 
@@ -247,8 +247,12 @@ class Containment:
         return {MARKER_VAR: self.marker}
 
     def as_record(self) -> dict[str, object]:
-        return {"session": self.session, "marker": self.marker, "root": self.root,
-                "cgroup": str(self.cgroup) if self.cgroup else None}
+        return {
+            "session": self.session,
+            "marker": self.marker,
+            "root": self.root,
+            "cgroup": str(self.cgroup) if self.cgroup else None,
+        }
 
 
 class Reaper:
@@ -319,8 +323,11 @@ class Reaper:
             finally:
                 os.close(fd)
         if panes:
-            log.warning("a previous server was killed without cleaning up: killed %d leftover processes of %d panes",
-                        killed, panes)
+            log.warning(
+                "a previous server was killed without cleaning up: killed %d leftover processes of %d panes",
+                killed,
+                panes,
+            )
         return killed
 
     # -- containments ----------------------------------------------------------------------------

@@ -75,14 +75,25 @@ def marked_options(lines: Sequence[str]) -> list[dict[str, Any]]:
         if len(rows) < 2:
             return []
         chosen = rows.index(index)
-        return [{"label": (m.group(3) if i == index else lines[i].strip())[:MAX_LABEL], "selected": i == index,
-                 "keys": (DOWN * (n - chosen) if n >= chosen else UP * (chosen - n)) + ENTER}
-                for n, i in enumerate(rows)]
+        return [
+            {
+                "label": (m.group(3) if i == index else lines[i].strip())[:MAX_LABEL],
+                "selected": i == index,
+                "keys": (DOWN * (n - chosen) if n >= chosen else UP * (chosen - n)) + ENTER,
+            }
+            for n, i in enumerate(rows)
+        ]
     return []
 
 
-def read_prompt(lines: Sequence[str], *, title: str = "", cursor_row: int | None = None,
-                manifest: CompiledManifest | None = None, rule: str | None = None) -> Prompt:
+def read_prompt(
+    lines: Sequence[str],
+    *,
+    title: str = "",
+    cursor_row: int | None = None,
+    manifest: CompiledManifest | None = None,
+    rule: str | None = None,
+) -> Prompt:
     """The prompt on a blocked screen. The matched rule's region is searched first (that is
     where the rule saw the prompt), then the whole visible screen."""
     region: list[str] = []

@@ -53,11 +53,13 @@ def _child_setup(cgroup: Path | None) -> Callable[[], None]:
         if cgroup is not None:
             join_cgroup(cgroup)
         _take_terminal()
+
     return setup
 
 
 def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | None) -> str | None:
     """Why the OS cannot take these strings (NUL, lone surrogates, '=' in a name), or None."""
+
     def bad(text: str) -> bool:
         if "\x00" in text:
             return True
@@ -66,6 +68,7 @@ def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | N
         except UnicodeError:
             return True
         return False
+
     if any(bad(a) for a in argv):
         return "an argument has a NUL or a character the OS cannot encode"
     if cwd is not None and bad(cwd):
@@ -76,14 +79,21 @@ def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | N
     return None
 
 
-def _popen(argv: Sequence[str], slave: int, cwd: str | None, env: Mapping[str, str] | None,
-           cgroup: Path | None) -> subprocess.Popen[bytes]:
+def _popen(
+    argv: Sequence[str], slave: int, cwd: str | None, env: Mapping[str, str] | None, cgroup: Path | None
+) -> subprocess.Popen[bytes]:
     """The child on the pty's slave side, in a session of its own (and its cgroup, if any)."""
     try:
         return subprocess.Popen(
-            list(argv), stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
-            env=dict(env) if env is not None else None, start_new_session=True,
-            preexec_fn=_child_setup(cgroup), close_fds=True,
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            preexec_fn=_child_setup(cgroup),
+            close_fds=True,
         )
     except (OSError, ValueError, UnicodeError, subprocess.SubprocessError) as exc:
         raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None

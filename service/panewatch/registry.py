@@ -120,19 +120,24 @@ class Registry:
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise RegistryError(f"cannot open the session registry {path}: {exc}; check the state "
-                                "folder's permissions or use another --state-dir") from None
+            raise RegistryError(
+                f"cannot open the session registry {path}: {exc}; check the state "
+                "folder's permissions or use another --state-dir"
+            ) from None
         try:
             conn.row_factory = sqlite3.Row
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if not fresh and app_id not in (0, APPLICATION_ID):
-                raise RegistryError(f"{path} is not a Panewatch session registry (application id {app_id:#x}); "
-                                    "move it aside or use another --state-dir")
+                raise RegistryError(
+                    f"{path} is not a Panewatch session registry (application id {app_id:#x}); "
+                    "move it aside or use another --state-dir"
+                )
             if version > SCHEMA_VERSION:
                 raise RegistryError(
                     f"the session registry {path} was written by a newer Panewatch (format {version}, this "
-                    f"one reads {SCHEMA_VERSION}); upgrade Panewatch, or use another --state-dir")
+                    f"one reads {SCHEMA_VERSION}); upgrade Panewatch, or use another --state-dir"
+                )
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise sqlite3.DatabaseError(check)
@@ -149,7 +154,8 @@ class Registry:
             conn.close()
             raise RegistryError(
                 f"the session registry {path} is damaged ({exc}); move it aside (mv {path} {path}.bad) to "
-                "start with an empty one: agents still running in tmux keep running but are not adopted") from None
+                "start with an empty one: agents still running in tmux keep running but are not adopted"
+            ) from None
         try:
             path.chmod(0o600)
         except OSError:
@@ -194,8 +200,9 @@ class Registry:
         sets = ", ".join(f"{k} = :{k}" for k in values)
         self._conn.execute(f"UPDATE sessions SET {sets} WHERE id = :id", {**values, "id": sid})
 
-    def set_state(self, sid: str, state: str, since: float, why: str | None = None,
-                  exit_code: int | None = None) -> None:
+    def set_state(
+        self, sid: str, state: str, since: float, why: str | None = None, exit_code: int | None = None
+    ) -> None:
         self.update(sid, state=state, since=since, why=why, exit_code=exit_code)
 
     def set_agent_session(self, sid: str, agent_session_id: str) -> None:
@@ -207,8 +214,10 @@ class Registry:
         now = time.time()
         with self._conn:
             self._conn.execute("BEGIN")
-            self._conn.executemany("UPDATE sessions SET last_screen = ?, updated = ? WHERE id = ?",
-                                   [(screen, now, sid) for sid, screen in screens])
+            self._conn.executemany(
+                "UPDATE sessions SET last_screen = ?, updated = ? WHERE id = ?",
+                [(screen, now, sid) for sid, screen in screens],
+            )
 
     def remove(self, sid: str) -> None:
         self._conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))

@@ -75,7 +75,9 @@ class ReportSocket:
             self._server = None
         self.path.unlink(missing_ok=True)
 
-    def decide(self, pid: int, uid: int, target: str, method: str) -> tuple[str | None, tuple[int, dict[str, Any]] | None]:
+    def decide(
+        self, pid: int, uid: int, target: str, method: str
+    ) -> tuple[str | None, tuple[int, dict[str, Any]] | None]:
         """(session, None) when the caller may report, else (None, refusal)."""
         parts = urlsplit(target)
         if parts.path != "/report":
@@ -110,8 +112,9 @@ class ReportSocket:
             status, answer = 500, {"detail": "internal error"}
         await self._answer(conn, writer, status, answer)
 
-    async def _one_request(self, conn: h11.Connection, reader: asyncio.StreamReader, pid: int,
-                           uid: int) -> tuple[int, dict[str, Any]]:
+    async def _one_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, pid: int, uid: int
+    ) -> tuple[int, dict[str, Any]]:
         sid: str | None = None
         body = bytearray()
         while True:
@@ -135,14 +138,22 @@ class ReportSocket:
                 raise ConnectionError("closed before the request ended")
 
     @staticmethod
-    async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int,
-                      answer: dict[str, Any]) -> None:
+    async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, answer: dict[str, Any]) -> None:
         body = json.dumps(answer, ensure_ascii=True).encode()
         try:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                writer.write(conn.send(h11.Response(status_code=status, headers=[
-                    ("content-type", "application/json"), ("content-length", str(len(body))),
-                    ("connection", "close")])))
+                writer.write(
+                    conn.send(
+                        h11.Response(
+                            status_code=status,
+                            headers=[
+                                ("content-type", "application/json"),
+                                ("content-length", str(len(body))),
+                                ("connection", "close"),
+                            ],
+                        )
+                    )
+                )
                 writer.write(conn.send(h11.Data(data=body)))
                 writer.write(conn.send(h11.EndOfMessage()))
             await writer.drain()

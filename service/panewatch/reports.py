@@ -15,9 +15,13 @@ from .auth import REPORT_REFUSED
 from .integrations.base import UnknownPayload
 
 
-def take_report(sid: str, body: bytes, apply: Callable[[str, dict[str, Any]], Any],
-                state_of: Callable[[str], str], gone: tuple[type[Exception], ...] = (LookupError,),
-                ) -> tuple[int, dict[str, Any]]:
+def take_report(
+    sid: str,
+    body: bytes,
+    apply: Callable[[str, dict[str, Any]], Any],
+    state_of: Callable[[str], str],
+    gone: tuple[type[Exception], ...] = (LookupError,),
+) -> tuple[int, dict[str, Any]]:
     """(status, answer) for a report to ``sid`` whose caller is already authorised.
 
     ``apply(sid, payload)`` is the engine's report call (None: event not used; raises

@@ -34,8 +34,10 @@ def resume_argv(template: Sequence[str], agent: str | None, conversation: str | 
     if not template:
         raise ResumeError(f"the {agent or 'unknown'} agent has no resume command in its manifest")
     if not conversation:
-        raise ResumeError("the agent never reported its conversation id (its hooks did not run), so there is "
-                          "nothing to resume; start a new session")
+        raise ResumeError(
+            "the agent never reported its conversation id (its hooks did not run), so there is "
+            "nothing to resume; start a new session"
+        )
     if not AGENT_SESSION_ID.fullmatch(conversation):
         raise ResumeError("the recorded conversation id is not one an agent would give")
     return [part.replace("{agent_session_id}", conversation) for part in template]

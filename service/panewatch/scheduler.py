@@ -75,8 +75,7 @@ class Flow(Protocol):
 class Scheduler:
     """Feeding, backpressure and reading for every pane of one engine."""
 
-    def __init__(self, clock: Clock, timing: Timing, flow: Flow,
-                 perf: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, clock: Clock, timing: Timing, flow: Flow, perf: Callable[[], float] = time.perf_counter) -> None:
         self.clock, self.timing, self.flow, self.perf = clock, timing, flow, perf
         self._panes: dict[str, Pane] = {}
         self._feeding: dict[str, Pane] = {}  # insertion-ordered: round-robin

@@ -343,16 +343,24 @@ class _PaneScreen(pyte.Screen):
                 data = data.translate(_ASCII_CONTROLS)  # pyte would stop the run at one
             if data:
                 self._last_char = data[-1]
-                if (not self.charset and self.g0_charset is LAT1_MAP and pyte_modes.DECAWM in self.mode
-                        and pyte_modes.IRM not in self.mode):
+                if (
+                    not self.charset
+                    and self.g0_charset is LAT1_MAP
+                    and pyte_modes.DECAWM in self.mode
+                    and pyte_modes.IRM not in self.mode
+                ):
                     self._draw_plain(data)
                 else:
                     super().draw(data)
             return
         if _ALL_CELLS.match(data):  # the common case: nothing zero-width, nothing to measure
             self._last_char = data[-1]
-            if (not self.charset and self.g0_charset is LAT1_MAP
-                    and pyte_modes.DECAWM in self.mode and pyte_modes.IRM not in self.mode):
+            if (
+                not self.charset
+                and self.g0_charset is LAT1_MAP
+                and pyte_modes.DECAWM in self.mode
+                and pyte_modes.IRM not in self.mode
+            ):
                 if _ALL_NARROW.match(data):
                     self._draw_plain(data)
                 else:
@@ -363,8 +371,12 @@ class _PaneScreen(pyte.Screen):
         data = _drop_zero_width(data)
         if data:
             self._last_char = data[-1]
-            if (not self.charset and self.g0_charset is LAT1_MAP
-                    and pyte_modes.DECAWM in self.mode and pyte_modes.IRM not in self.mode):
+            if (
+                not self.charset
+                and self.g0_charset is LAT1_MAP
+                and pyte_modes.DECAWM in self.mode
+                and pyte_modes.IRM not in self.mode
+            ):
                 widths = set(map(_cell_width, set(data)))
                 if widths == {1}:
                     self._draw_plain(data)
@@ -430,7 +442,7 @@ class _PaneScreen(pyte.Screen):
         pos = 0
         for m in _WIDE_RUN.finditer(data):
             if m.start() > pos:
-                self._draw_plain(data[pos: m.start()])
+                self._draw_plain(data[pos : m.start()])
             self._draw_cells(m.group(), all_wide=True)
             pos = m.end()
         if pos < len(data):
@@ -489,7 +501,7 @@ class _PaneScreen(pyte.Screen):
                 self.linefeed()
             x = cursor.x
             take = min(cols - x, n - i)
-            chunk = data[i: i + take]
+            chunk = data[i : i + take]
             new = set(chunk).difference(cells)
             if new:
                 if self._cached > CELL_CACHE:
@@ -525,8 +537,9 @@ class _PaneScreen(pyte.Screen):
     def erase_characters(self, count: int | None = None) -> None:
         x = min(self.cursor.x, self.columns)
         self.dirty.add(self.cursor.y)
-        self.buffer[self.cursor.y].update(dict.fromkeys(range(x, min(x + (count or 1), self.columns)),
-                                                        self.cursor.attrs))
+        self.buffer[self.cursor.y].update(
+            dict.fromkeys(range(x, min(x + (count or 1), self.columns)), self.cursor.attrs)
+        )
 
     def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
         if how not in (0, 1, 2):
@@ -535,8 +548,11 @@ class _PaneScreen(pyte.Screen):
         self.all_dirty = True
         if how == 2:  # every row blank in the erase attributes: one clear, rows made on demand
             self.buffer.clear()
-            self._row_buffer.default_factory = (lambda: StaticDefaultDict(self.default_char)) \
-                if attrs == self.default_char else (lambda: StaticDefaultDict(attrs))
+            self._row_buffer.default_factory = (
+                (lambda: StaticDefaultDict(self.default_char))
+                if attrs == self.default_char
+                else (lambda: StaticDefaultDict(attrs))
+            )
             return
         lo, hi = (self.cursor.y + 1, self.lines) if how == 0 else (0, self.cursor.y)
         if attrs == self.default_char:  # only rows ever written exist: drop those
@@ -718,7 +734,8 @@ def _tolerant(name: str) -> Callable[..., None]:
     method = getattr(_PaneScreen, name)
     sig = inspect.signature(method)
     positional = [
-        p for p in list(sig.parameters.values())[1:]
+        p
+        for p in list(sig.parameters.values())[1:]
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "private"
     ]
     varargs = any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values())
@@ -838,7 +855,7 @@ class Screen:
         if ESC in text:
             tail = _INCOMPLETE.search(text)
             if tail:
-                text, self._carry = text[: tail.start()], text[tail.start():]
+                text, self._carry = text[: tail.start()], text[tail.start() :]
                 if len(self._carry) > MAX_SEQUENCE:  # garbage: drop it, keep what follows it
                     self._carry, self._skip_csi = "", True
             self._process(text)
@@ -864,7 +881,7 @@ class Screen:
             if m is None:
                 self._pyte(text[pos:])
                 return
-            self._pyte(text[pos: m.start()])
+            self._pyte(text[pos : m.start()])
             pos = m.end()
             kind = m.lastgroup
             if kind == "csi_long":
@@ -902,7 +919,7 @@ class Screen:
             self._osc(self._osc_body + text[: m.start()])
         self._in_string = None
         self._osc_body = ""
-        return text[m.end():]
+        return text[m.end() :]
 
     def _private_csi(self, prefix: str, params: str, inter: str, final: str) -> None:
         if prefix == ">" and final == "c" and not inter and params in ("", "0"):
@@ -921,7 +938,7 @@ class Screen:
         if prefix == ">":
             self.kitty_flags = [*self.kitty_flags, nums[0] if nums else 0][-16:]
         elif prefix == "<":
-            del self.kitty_flags[len(self.kitty_flags) - min(len(self.kitty_flags), nums[0] if nums else 1):]
+            del self.kitty_flags[len(self.kitty_flags) - min(len(self.kitty_flags), nums[0] if nums else 1) :]
         elif prefix == "=":
             flags, how = [*nums, 0, 1][:2] if nums else (0, 1)
             current = self.kitty_flags[-1] if self.kitty_flags else 0
@@ -1034,8 +1051,13 @@ class Screen:
                     remaining -= n
                     fg = "" if cell.fg == "default" else cell.fg
                     bg = "" if cell.bg == "default" else cell.bg
-                    flags = ((1 if cell.bold else 0) | (2 if cell.italics else 0) | (4 if cell.underscore else 0)
-                             | (8 if cell.reverse else 0) | (16 if cell.strikethrough else 0))
+                    flags = (
+                        (1 if cell.bold else 0)
+                        | (2 if cell.italics else 0)
+                        | (4 if cell.underscore else 0)
+                        | (8 if cell.reverse else 0)
+                        | (16 if cell.strikethrough else 0)
+                    )
                     if runs and runs[-1][1] == fg and runs[-1][2] == bg and runs[-1][3] == flags:
                         runs[-1][0] += n  # type: ignore[operator]
                     else:

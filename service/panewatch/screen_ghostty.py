@@ -154,8 +154,9 @@ class GhosttyScreen:
         self._lines_seq = -1
         self._raw_rows: list[str] = []  # the rows as Ghostty gave them at the last lines()
         # what lines() hands to the formatter, made once: building them per call cost ~3/4 of it
-        self._grid_ref = union_fn("ghostty_terminal_grid_ref",
-                                  "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
+        self._grid_ref = union_fn(
+            "ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)"
+        )
         self._point = ffi.new("GhosttyPointS*")
         self._point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
         self._selection = init_sized("GhosttySelection")
@@ -226,8 +227,7 @@ class GhosttyScreen:
             raw = self._visible_text().split("\n")[: self.rows]
             # a repaint changes a few rows: the others are taken as they were last time
             prev_raw, prev = self._raw_rows, self._lines or []
-            rows = [prev[i] if i < len(prev_raw) and row == prev_raw[i] else _clean(row)
-                    for i, row in enumerate(raw)]
+            rows = [prev[i] if i < len(prev_raw) and row == prev_raw[i] else _clean(row) for i, row in enumerate(raw)]
             rows.extend([""] * (self.rows - len(rows)))
             self._raw_rows, self._lines, self._lines_seq = raw, rows, self.seq
         return list(self._lines)
@@ -240,8 +240,9 @@ class GhosttyScreen:
                 fallback: str = self._term.text()
                 return fallback
         while True:
-            res = lib.ghostty_terminal_selection_format_buf(self._t, self._format[0], self._text_buf,
-                                                            len(self._text_buf), self._text_len)
+            res = lib.ghostty_terminal_selection_format_buf(
+                self._t, self._format[0], self._text_buf, len(self._text_buf), self._text_len
+            )
             if res != lib.GHOSTTY_OUT_OF_SPACE:
                 break
             self._text_buf = ffi.new("uint8_t[]", max(self._text_len[0], 2 * len(self._text_buf)))
@@ -259,7 +260,9 @@ class GhosttyScreen:
         """Colour runs per visible row, aligned with ``lines()``, in ``Screen.styles()``'s terms
         (pyte's colour names for the 16 ANSI colours, hex otherwise). For the dashboard only:
         one native style lookup per drawn character, never on the classification path."""
-        grid_ref = union_fn("ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)")
+        grid_ref = union_fn(
+            "ghostty_terminal_grid_ref", "GhosttyResult(*)(GhosttyTerminal, GhosttyPointS, GhosttyGridRef*)"
+        )
         point = ffi.new("GhosttyPointS*")
         point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
         ref = init_sized("GhosttyGridRef")
@@ -277,9 +280,15 @@ class GhosttyScreen:
                         continue
                     ref.x = min(x, self.cols - 1)
                     lib.ghostty_grid_ref_style(ref, style)
-                    key = (_colour(style.fg_color), _colour(style.bg_color),
-                           (1 if style.bold else 0) | (2 if style.italic else 0) | (4 if style.underline else 0)
-                           | (8 if style.inverse else 0) | (16 if style.strikethrough else 0))
+                    key = (
+                        _colour(style.fg_color),
+                        _colour(style.bg_color),
+                        (1 if style.bold else 0)
+                        | (2 if style.italic else 0)
+                        | (4 if style.underline else 0)
+                        | (8 if style.inverse else 0)
+                        | (16 if style.strikethrough else 0),
+                    )
                     if runs and (runs[-1][1], runs[-1][2], runs[-1][3]) == key:
                         runs[-1][0] += 1  # type: ignore[operator]
                     else:
@@ -300,9 +309,11 @@ class GhosttyScreen:
 
     @property
     def cursor(self) -> Cursor:
-        return Cursor(row=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y),
-                      col=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X),
-                      hidden=not self._get_flag(lib.GHOSTTY_TERMINAL_DATA_CURSOR_VISIBLE))
+        return Cursor(
+            row=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y),
+            col=self._get_u16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X),
+            hidden=not self._get_flag(lib.GHOSTTY_TERMINAL_DATA_CURSOR_VISIBLE),
+        )
 
     @property
     def title(self) -> str:

@@ -50,8 +50,15 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
     if join is not None:
         await join()
     # log_config=None: uvicorn keeps the handlers setup_logging gave its loggers (--log-json)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
-                            ws_ping_interval=20, lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        ws_ping_interval=20,
+        lifespan="on",
+        access_log=False,
+    )
     server = uvicorn.Server(config)
     task = asyncio.ensure_future(server.serve())
     while not server.started and not task.done():
@@ -64,8 +71,12 @@ async def run(settings: Settings, ready: asyncio.Event | None = None) -> None:
         app.state.engine.service_url = f"http://127.0.0.1:{port}"
     url = login_url(settings.host, port, settings.token or "")
     print(f"Panewatch {app.version} serving on http://{settings.host}:{port}", flush=True)
-    print(f"Open the dashboard: {url}" if generated else
-          f"Open the dashboard: {login_url(settings.host, port, '<your token>')}", flush=True)
+    print(
+        f"Open the dashboard: {url}"
+        if generated
+        else f"Open the dashboard: {login_url(settings.host, port, '<your token>')}",
+        flush=True,
+    )
     if ready is not None:
         ready.set()
     await task

@@ -53,8 +53,15 @@ def agent_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, st
 class Session:
     """A launched agent: its pane (screen, signals, decision) and how to reach it."""
 
-    def __init__(self, sid: str, spec: SessionSpec, argv: list[str], pane: Pane,
-                 integration: Integration | None, host: str = "pty") -> None:
+    def __init__(
+        self,
+        sid: str,
+        spec: SessionSpec,
+        argv: list[str],
+        pane: Pane,
+        integration: Integration | None,
+        host: str = "pty",
+    ) -> None:
         self.id = sid
         self.spec = spec
         self.argv = argv

@@ -72,15 +72,23 @@ def combine(
         return Decision(State.blocked, Source.screen, screen.why, rule=screen.rule)
     status_fresh = status is not None and status_at >= screen_changed_at
     if status is not None and status_fresh and status.state == State.blocked:
-        return Decision(State.blocked, Source.status,
-                        f"the agent says it is blocked ({status.kind or 'no kind'}) out of band",
-                        event=f"osc7501:{status.raw}")
+        return Decision(
+            State.blocked,
+            Source.status,
+            f"the agent says it is blocked ({status.kind or 'no kind'}) out of band",
+            event=f"osc7501:{status.raw}",
+        )
     if report is not None and report_is_fresh(report, now, freshness, screen_changed_at):
-        return Decision(State(report.state), Source.hook, report.detail or f"the agent reported {report.event}",
-                        event=report.event)
+        return Decision(
+            State(report.state), Source.hook, report.detail or f"the agent reported {report.event}", event=report.event
+        )
     if status is not None and status_fresh:
-        return Decision(State(status.state), Source.status, f"the agent says {status.raw} out of band",
-                        event=f"osc7501:{status.raw}")
+        return Decision(
+            State(status.state),
+            Source.status,
+            f"the agent says {status.raw} out of band",
+            event=f"osc7501:{status.raw}",
+        )
     if shell_back:
         return Decision(State.idle, Source.process, f"{shell_back} is back in the foreground", program=shell_back)
     if starting and screen.rule is None:

@@ -27,8 +27,7 @@ def check_private(path: Path, what: str) -> None:
     except OSError as exc:
         raise StateDirError(f"cannot use the {what} {path}: {exc.strerror or exc}; use another --state-dir") from None
     if st.st_uid != os.getuid():
-        raise StateDirError(f"{what} {path} belongs to another user (uid {st.st_uid}); "
-                            "use a --state-dir of your own")
+        raise StateDirError(f"{what} {path} belongs to another user (uid {st.st_uid}); use a --state-dir of your own")
     if what == "tmux socket" and not stat.S_ISSOCK(st.st_mode):
         raise StateDirError(f"{path} is not a socket; move it aside or use another --state-dir")
 
@@ -40,13 +39,15 @@ def prepare_state_dir(state_dir: Path) -> Path:
     try:
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise StateDirError(f"cannot create the state folder {state_dir}: {exc.strerror or exc}; "
-                            "use another --state-dir") from None
+        raise StateDirError(
+            f"cannot create the state folder {state_dir}: {exc.strerror or exc}; use another --state-dir"
+        ) from None
     if not state_dir.is_dir():
         raise StateDirError(f"the state folder {state_dir} is not a folder; use another --state-dir")
     if not os.access(state_dir, os.W_OK | os.X_OK):
-        raise StateDirError(f"the state folder {state_dir} is not writable; fix its permissions or "
-                            "use another --state-dir")
+        raise StateDirError(
+            f"the state folder {state_dir} is not writable; fix its permissions or use another --state-dir"
+        )
     if stat.S_IMODE(state_dir.stat().st_mode) & 0o077:
         os.chmod(state_dir, 0o700)
     return state_dir

@@ -26,19 +26,27 @@ def _frame(view: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any] 
         return {"type": "screen", "full": True, **view}
     rows, old_rows = view["rows"], last["rows"]
     diff = {str(i): row for i, (old, row) in enumerate(zip(old_rows, rows, strict=True)) if old != row}
-    frame = {"type": "screen", "full": False, "changed": diff,
-             **{k: v for k, v in view.items() if k not in ("rows", "styles")}}
+    frame = {
+        "type": "screen",
+        "full": False,
+        "changed": diff,
+        **{k: v for k, v in view.items() if k not in ("rows", "styles")},
+    }
     moved = diff or any(view[k] != last[k] for k in ("cursor", "state", "rule", "title", "size", "prompt"))
     if "styles" in view and "styles" in last:
-        changed_styles = {str(i): st for i, (old, st) in enumerate(zip(last["styles"], view["styles"], strict=False))
-                          if old != st or str(i) in diff}
+        changed_styles = {
+            str(i): st
+            for i, (old, st) in enumerate(zip(last["styles"], view["styles"], strict=False))
+            if old != st or str(i) in diff
+        }
         frame["changed_styles"] = changed_styles
         moved = moved or bool(changed_styles)
     return frame if moved else None
 
 
-async def screen_frames(panes: Panes, session: Session, store: ManifestStore, *, interval: float,
-                        styles: bool) -> AsyncIterator[dict[str, Any]]:
+async def screen_frames(
+    panes: Panes, session: Session, store: ManifestStore, *, interval: float, styles: bool
+) -> AsyncIterator[dict[str, Any]]:
     """Frames of one session's screen until it is deleted."""
     changed = panes.watch(session.id)
     try:
@@ -56,8 +64,7 @@ async def screen_frames(panes: Panes, session: Session, store: ManifestStore, *,
         panes.unwatch(session.id, changed)
 
 
-_COLOURS = {"black": 0, "red": 1, "green": 2, "brown": 3, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6,
-            "white": 7}
+_COLOURS = {"black": 0, "red": 1, "green": 2, "brown": 3, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6, "white": 7}
 _FLAGS = ((1, "1"), (2, "3"), (4, "4"), (8, "7"), (16, "9"))
 
 
@@ -70,7 +77,7 @@ def _colour(value: object, base: int) -> str | None:
         return str(base + 60 + _COLOURS[name[6:]])
     if len(name) == 6:
         try:
-            r, g, b = (int(name[i:i + 2], 16) for i in (0, 2, 4))
+            r, g, b = (int(name[i : i + 2], 16) for i in (0, 2, 4))
         except ValueError:
             return None
         return f"{base + 8};2;{r};{g};{b}"
@@ -95,8 +102,10 @@ def repaint(session: Session) -> bytes:
     styles = screen.styles()
     body = "\r\n".join(_styled(line, runs).rstrip() for line, runs in zip(lines, styles, strict=False))
     cursor = screen.cursor
-    return (f"\x1b[0m\x1b[H\x1b[2J{body}\x1b[{cursor.row + 1};{cursor.col + 1}H"
-            + ("\x1b[?25l" if cursor.hidden else "\x1b[?25h")).encode()
+    return (
+        f"\x1b[0m\x1b[H\x1b[2J{body}\x1b[{cursor.row + 1};{cursor.col + 1}H"
+        + ("\x1b[?25l" if cursor.hidden else "\x1b[?25h")
+    ).encode()
 
 
 async def output_stream(panes: Panes, session: Session, *, limit: int) -> AsyncIterator[bytes]:

@@ -43,9 +43,19 @@ def _line(value: Any) -> bytes:
 class Transcript:
     """The asciicast v2 recording of one session: ``output`` is an output listener (raw PTY bytes)."""
 
-    def __init__(self, path: Path, *, rows: int, cols: int, max_bytes: int, loop: asyncio.AbstractEventLoop,
-                 title: str = "", command: Sequence[str] = (), session: str | None = None,
-                 resume: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        rows: int,
+        cols: int,
+        max_bytes: int,
+        loop: asyncio.AbstractEventLoop,
+        title: str = "",
+        command: Sequence[str] = (),
+        session: str | None = None,
+        resume: bool = False,
+    ) -> None:
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.session = session
@@ -64,7 +74,10 @@ class Transcript:
         self._writing: asyncio.Future[None] | None = None
         self._file: IO[bytes] | None = None
         header: dict[str, Any] = {
-            "version": 2, "width": cols, "height": rows, "timestamp": int(time.time()),
+            "version": 2,
+            "width": cols,
+            "height": rows,
+            "timestamp": int(time.time()),
             "env": {"TERM": "xterm-256color", "SHELL": os.environ.get("SHELL", "/bin/sh")},
             "title": title,
         }
@@ -119,8 +132,13 @@ class Transcript:
             self._event("r", f"{cols}x{rows}")
 
     def info(self) -> dict[str, Any]:
-        return {"path": str(self.path), "bytes": self.bytes, "truncated": self.truncated, "error": self.error,
-                "elapsed": round(self.elapsed(), 6)}
+        return {
+            "path": str(self.path),
+            "bytes": self.bytes,
+            "truncated": self.truncated,
+            "error": self.error,
+            "elapsed": round(self.elapsed(), 6),
+        }
 
     def _event(self, kind: str, data: str) -> None:
         at = round(self.elapsed(), 6)
@@ -128,8 +146,11 @@ class Transcript:
         if self.bytes + len(line) > self.max_bytes - MARKER_RESERVE:
             self.truncated = True
             self._append(_line([at, "m", f"panewatch: recording stopped at its size cap of {self.max_bytes} bytes"]))
-            log.warning("transcript reached its size cap (%d bytes); recording stopped", self.max_bytes,
-                        extra={"session": self.session})
+            log.warning(
+                "transcript reached its size cap (%d bytes); recording stopped",
+                self.max_bytes,
+                extra={"session": self.session},
+            )
             return
         self._append(line)
 
@@ -169,8 +190,9 @@ class Transcript:
         self.error = str(exc)
         self.closed = True
         self._buf.clear()
-        log.warning("transcript %s cannot be written, recording stopped: %s", self.path, exc,
-                    extra={"session": self.session})
+        log.warning(
+            "transcript %s cannot be written, recording stopped: %s", self.path, exc, extra={"session": self.session}
+        )
 
     async def sync(self) -> None:
         """Wait until everything recorded so far is in the file (``written`` bytes)."""
@@ -266,8 +288,9 @@ def read_cast(path: Path | str) -> Cast:
     return Cast(header, events)
 
 
-def replay(cast: Cast, at: float | None = None,
-           screen_factory: Callable[[int, int], ScreenLike] = Screen) -> ScreenLike:
+def replay(
+    cast: Cast, at: float | None = None, screen_factory: Callable[[int, int], ScreenLike] = Screen
+) -> ScreenLike:
     """A fresh screen of the header's size after every event up to ``at`` (None: the end)."""
     screen = screen_factory(cast.rows, cast.cols)
     for t, kind, data in cast.events:

@@ -23,27 +23,48 @@ def build_store(settings: Settings) -> ManifestStore:
     return ManifestStore.from_dirs(bundled_manifest_dir(), settings.manifests)
 
 
-def build_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
-                 hosts: Mapping[str, PaneHost] | None = None, private: Path | None = None,
-                 keeper: Keeper | None = None) -> Engine:
+def build_engine(
+    settings: Settings,
+    *,
+    store: ManifestStore | None = None,
+    host: PaneHost | None = None,
+    hosts: Mapping[str, PaneHost] | None = None,
+    private: Path | None = None,
+    keeper: Keeper | None = None,
+) -> Engine:
     """The engine ``settings`` describe: ``hosts`` by kind (the first is the default), else ``host``,
     else the pty host with a reaper in the state folder (``private``, else ``state_dir(settings)``),
     so every process of a pane dies with it and with the server; ``keeper`` writes the session registry."""
     if hosts is None:
         host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
-    notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook,
-                        command=settings.notify_command)
+    notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook, command=settings.notify_command)
     return Engine(
-        store or build_store(settings), host=host, hosts=hosts, sweep_ms=settings.sweep_ms, mode=settings.mode,
-        settle_ms=settings.settle_ms, cap_ms=settings.cap_ms, change_bytes=settings.change_bytes,
-        report_freshness=settings.report_freshness_s, notifier=notifier,
-        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}", backend=settings.backend,
-        transcripts=settings.transcripts, transcript_max_bytes=settings.transcript_max_bytes, keeper=keeper,
+        store or build_store(settings),
+        host=host,
+        hosts=hosts,
+        sweep_ms=settings.sweep_ms,
+        mode=settings.mode,
+        settle_ms=settings.settle_ms,
+        cap_ms=settings.cap_ms,
+        change_bytes=settings.change_bytes,
+        report_freshness=settings.report_freshness_s,
+        notifier=notifier,
+        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
+        backend=settings.backend,
+        transcripts=settings.transcripts,
+        transcript_max_bytes=settings.transcript_max_bytes,
+        keeper=keeper,
     )
 
 
-def build_service_engine(settings: Settings, *, store: ManifestStore | None = None, host: PaneHost | None = None,
-                         keeper: Keeper | None = None, private: Path | None = None) -> Engine:
+def build_service_engine(
+    settings: Settings,
+    *,
+    store: ManifestStore | None = None,
+    host: PaneHost | None = None,
+    keeper: Keeper | None = None,
+    private: Path | None = None,
+) -> Engine:
     """The engine a server runs (on ``host``, with the session registry's ``keeper``): the local
     one, wrapped in the cluster façade when ``cluster_url`` is set (nats-py is then needed:
     ``pip install 'panewatch[cluster]'``)."""
@@ -57,9 +78,14 @@ def build_service_engine(settings: Settings, *, store: ManifestStore | None = No
         raise StartupRefused(f"--cluster-url needs nats-py: pip install 'panewatch[cluster]' ({exc})") from None
     node = settings.node or socket.gethostname().split(".")[0]
     engine.id_prefix = f"{node}-"
-    opts = LinkOptions(settings.cluster_url, node, creds=_path(settings.cluster_creds),
-                       tls_ca=_path(settings.cluster_tls_ca), tls_cert=_path(settings.cluster_tls_cert),
-                       tls_key=_path(settings.cluster_tls_key))
+    opts = LinkOptions(
+        settings.cluster_url,
+        node,
+        creds=_path(settings.cluster_creds),
+        tls_ca=_path(settings.cluster_tls_ca),
+        tls_cert=_path(settings.cluster_tls_cert),
+        tls_key=_path(settings.cluster_tls_key),
+    )
     holder: list[ClusterEngine] = []
     try:
         link = NodeLink(opts, lambda op, args: holder[0].respond(op, args))

@@ -23,8 +23,12 @@ from typing import IO, BinaryIO
 def _pump(src: BinaryIO, dst: BinaryIO, direction: str, log: IO[str], lock: threading.Lock) -> None:
     for line in iter(src.readline, b""):
         with lock:
-            log.write(json.dumps({"wall": time.time(), "dir": direction,
-                                  "line": line.decode("utf-8", "replace").rstrip("\n")}) + "\n")
+            log.write(
+                json.dumps(
+                    {"wall": time.time(), "dir": direction, "line": line.decode("utf-8", "replace").rstrip("\n")}
+                )
+                + "\n"
+            )
             log.flush()
         try:
             dst.write(line)

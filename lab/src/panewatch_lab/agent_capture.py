@@ -142,10 +142,16 @@ def capture_one(lab: AgentLab, plan: CapturePlan, spec: CaptureSpec, binary: str
         shutil.rmtree(work, ignore_errors=True)
 
 
-def capture_all(lab: AgentLab, plan: CapturePlan, binary: str, sizes: Sequence[tuple[int, int]],
-                specs: Sequence[CaptureSpec], jobs: int = 2, attempts: int = 2,
-                report: Callable[[Captured | Failure, int], None] | None = None,
-                ) -> tuple[list[Captured], list[Failure]]:
+def capture_all(
+    lab: AgentLab,
+    plan: CapturePlan,
+    binary: str,
+    sizes: Sequence[tuple[int, int]],
+    specs: Sequence[CaptureSpec],
+    jobs: int = 2,
+    attempts: int = 2,
+    report: Callable[[Captured | Failure, int], None] | None = None,
+) -> tuple[list[Captured], list[Failure]]:
     def one(spec: CaptureSpec, rows: int, cols: int) -> Captured | Failure:
         error = CaptureRefused("not tried")
         for attempt in range(1, attempts + 1):
@@ -198,8 +204,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-a
     specs = [s for s in plan.capture if not args.only or s.kind in args.only or s.name in args.only]
     binary = args.bin or lab.find()
     if binary is None:
-        print(f"{prog}: no {args.agent} CLI; install it: {shlex.join(lab.install_command(lab.pinned, lab.default_prefix()))}",
-              file=sys.stderr)
+        print(
+            f"{prog}: no {args.agent} CLI; install it: {shlex.join(lab.install_command(lab.pinned, lab.default_prefix()))}",
+            file=sys.stderr,
+        )
         return 2
     version = lab.version(binary) or "unknown"
     out = Path(args.out) if args.out else default_root() / args.agent / version
@@ -209,21 +217,33 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-a
     def report(result: Captured | Failure, attempt: int) -> None:
         size = f"{result.rows}x{result.cols}"
         if isinstance(result, Captured):
-            print(f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>8} B  {result.seconds:4.1f} s",
-                  file=sys.stderr)
+            print(
+                f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>8} B  {result.seconds:4.1f} s",
+                file=sys.stderr,
+            )
         else:
-            print(f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}", file=sys.stderr)
+            print(
+                f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}", file=sys.stderr
+            )
 
-    done, failed = capture_all(lab, plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts,
-                               report=report)
-    files = [(FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind,
-                           note=c.spec.note), c.data) for c in done]
+    done, failed = capture_all(
+        lab, plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts, report=report
+    )
+    files = [
+        (
+            FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind, note=c.spec.note),
+            c.data,
+        )
+        for c in done
+    ]
     if files:
         truth = write_folder(out, args.agent, version, how, files, replace_all=not args.only and not failed)
         print(f"wrote {len(files)} capture(s); {out / 'truth.toml'} lists {len(truth.fixture)}")
     for f in failed:
-        print(f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n" + "\n".join(
-            f"    │{line}" for line in f.error.screen))
+        print(
+            f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n"
+            + "\n".join(f"    │{line}" for line in f.error.screen)
+        )
     return 1 if failed else 0
 
 

@@ -52,8 +52,9 @@ class AgentLab:
 
     def version(self, binary: str) -> str | None:
         try:
-            out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
-                                 env={**os.environ, "HOME": "/tmp"}).stdout
+            out = subprocess.run(
+                [binary, "--version"], capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": "/tmp"}
+            ).stdout
         except (OSError, subprocess.TimeoutExpired):
             return None
         found = re.search(r"(\d+\.\d+\.\d+(?:[-.][\w.]+)?)", out)
@@ -61,10 +62,23 @@ class AgentLab:
 
     def install_command(self, version: str, prefix: Path) -> list[str]:
         if self.kind == "npm":
-            return ["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit", "--loglevel=error",
-                    f"{self.package}@{version}"]
-        return [str(prefix / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                self.package if version == "latest" else f"{self.package}=={version}"]
+            return [
+                "npm",
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-fund",
+                "--no-audit",
+                "--loglevel=error",
+                f"{self.package}@{version}",
+            ]
+        return [
+            str(prefix / "bin" / "pip"),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            self.package if version == "latest" else f"{self.package}=={version}",
+        ]
 
     def install(self, version: str, prefix: Path) -> str:
         """Install ``version`` into ``prefix``; returns the binary's path."""
@@ -79,15 +93,39 @@ class AgentLab:
 
 
 LABS: dict[str, AgentLab] = {
-    "gemini": AgentLab("gemini", gemini_env.PINNED_VERSION, gemini_env.PACKAGE, "npm",
-                       "node_modules/.bin/gemini", gemini_env.prepare_home,
-                       lambda binary, project: [binary], mock_gemini.build_app, enter_delay=0.05),
-    "codex": AgentLab("codex", codex_env.PINNED_VERSION, codex_env.PACKAGE, "npm",
-                      "node_modules/.bin/codex", codex_env.prepare_home,
-                      codex_env.codex_argv, mock_codex.build_app, enter_delay=0.05),
-    "aider": AgentLab("aider", aider_env.PINNED_VERSION, aider_env.PACKAGE, "pip",
-                      "bin/aider", aider_env.prepare_home, aider_env.aider_argv, mock_chat.build_app,
-                      enter_delay=0.05),
+    "gemini": AgentLab(
+        "gemini",
+        gemini_env.PINNED_VERSION,
+        gemini_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/gemini",
+        gemini_env.prepare_home,
+        lambda binary, project: [binary],
+        mock_gemini.build_app,
+        enter_delay=0.05,
+    ),
+    "codex": AgentLab(
+        "codex",
+        codex_env.PINNED_VERSION,
+        codex_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/codex",
+        codex_env.prepare_home,
+        codex_env.codex_argv,
+        mock_codex.build_app,
+        enter_delay=0.05,
+    ),
+    "aider": AgentLab(
+        "aider",
+        aider_env.PINNED_VERSION,
+        aider_env.PACKAGE,
+        "pip",
+        "bin/aider",
+        aider_env.prepare_home,
+        aider_env.aider_argv,
+        mock_chat.build_app,
+        enter_delay=0.05,
+    ),
 }
 
 

@@ -62,7 +62,7 @@ class AgentStep(BaseModel):
 
     def chunks(self) -> list[str]:
         text = self.text
-        return [text[i:i + self.chunk_chars] for i in range(0, len(text), self.chunk_chars)] or []
+        return [text[i : i + self.chunk_chars] for i in range(0, len(text), self.chunk_chars)] or []
 
 
 class AgentScenario(BaseModel):

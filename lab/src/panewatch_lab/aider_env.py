@@ -24,21 +24,49 @@ def prepare_home(home: str | Path, project: str | Path, base_url: str) -> dict[s
     # the failure (no network) above its first prompt
     caches = home / ".aider" / "caches"
     caches.mkdir(parents=True, exist_ok=True)
-    info = {"max_input_tokens": 128000, "max_tokens": 8192, "input_cost_per_token": 0.0,
-            "output_cost_per_token": 0.0, "litellm_provider": "openai", "mode": "chat"}
+    info = {
+        "max_input_tokens": 128000,
+        "max_tokens": 8192,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
     (caches / "model_prices_and_context_window.json").write_text(
-        json.dumps({"mock-coder": info, "openai/mock-coder": info}))
+        json.dumps({"mock-coder": info, "openai/mock-coder": info})
+    )
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL") and v}
-    env.update({"HOME": str(home), "TERM": "xterm-256color", "COLORTERM": "truecolor",
-                "OPENAI_API_KEY": API_KEY, "OPENAI_API_BASE": f"{base_url}/v1",
-                "AIDER_CHECK_UPDATE": "false", "AIDER_ANALYTICS": "false",
-                # litellm fetches a model price list from GitHub at start unless told not to
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    env.update(
+        {
+            "HOME": str(home),
+            "TERM": "xterm-256color",
+            "COLORTERM": "truecolor",
+            "OPENAI_API_KEY": API_KEY,
+            "OPENAI_API_BASE": f"{base_url}/v1",
+            "AIDER_CHECK_UPDATE": "false",
+            "AIDER_ANALYTICS": "false",
+            # litellm fetches a model price list from GitHub at start unless told not to
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+    )
     env.setdefault("LANG", "C.UTF-8")
     return env
 
 
 def aider_argv(binary: str, project: Path) -> list[str]:
-    return [binary, "--model", MODEL, "--no-check-update", "--no-show-release-notes", "--no-analytics",
-            "--no-auto-commits", "--no-git", "--no-show-model-warnings",
-            "--edit-format", "diff", "--map-tokens", "0", "--no-detect-urls"]
+    return [
+        binary,
+        "--model",
+        MODEL,
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--no-analytics",
+        "--no-auto-commits",
+        "--no-git",
+        "--no-show-model-warnings",
+        "--edit-format",
+        "diff",
+        "--map-tokens",
+        "0",
+        "--no-detect-urls",
+    ]

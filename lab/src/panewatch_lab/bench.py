@@ -110,10 +110,12 @@ class Server:
     async def start(self, timeout: float = 30.0) -> None:
         import httpx
 
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True)
-        self.client = httpx.AsyncClient(base_url=self.url, timeout=30.0,
-                                        headers={"Authorization": f"Bearer {self.token}"})
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        self.client = httpx.AsyncClient(
+            base_url=self.url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -150,8 +152,10 @@ class Server:
 
     async def create(self, command: list[str], name: str) -> str:
         assert self.client is not None
-        r = await self.client.post("/api/sessions", json={
-            "agent": "claude", "command": command, "hooks": False, "rows": 32, "cols": 120, "name": name})
+        r = await self.client.post(
+            "/api/sessions",
+            json={"agent": "claude", "command": command, "hooks": False, "rows": 32, "cols": 120, "name": name},
+        )
         r.raise_for_status()
         return str(r.json()["id"])
 
@@ -178,24 +182,54 @@ async def running(server: Server) -> AsyncIterator[Server]:
 def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     """``python -m panewatch serve`` exactly as a user runs it (change-mode timings by env)."""
     port, token = free_port(), secrets.token_urlsafe(16)
-    env = {**os.environ, "PANEWATCH_SETTLE_MS": str(settle_ms), "PANEWATCH_CAP_MS": str(cap_ms),
-           "PANEWATCH_BACKEND": backend}
+    env = {
+        **os.environ,
+        "PANEWATCH_SETTLE_MS": str(settle_ms),
+        "PANEWATCH_CAP_MS": str(cap_ms),
+        "PANEWATCH_BACKEND": backend,
+    }
     env.pop("PANEWATCH_CONFIG", None)
     # the pty host (the tmux host has its own benchmark, benchmarks/hosts.py) and a state folder
     # of its own: a benchmark never adopts, nor leaves agents in, the user's sessions
     env.setdefault("PANEWATCH_PANE_HOST", "pty")
     env.setdefault("PANEWATCH_STATE_DIR", tempfile.mkdtemp(prefix="panewatch-bench-"))
-    argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), f"--token={token}",
-            "--mode", mode, "--sweep-ms", str(sweep_ms)]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch",
+        "serve",
+        "--port",
+        str(port),
+        f"--token={token}",
+        "--mode",
+        mode,
+        "--sweep-ms",
+        str(sweep_ms),
+    ]
     return Server(argv, env, port, token)
 
 
 def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     port, token = free_port(), secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    argv = [sys.executable, "-m", "panewatch_lab.bench_probe", "--port", str(port), f"--token={token}",
-            "--mode", mode, "--sweep-ms", str(sweep_ms), "--settle-ms", str(settle_ms),
-            "--cap-ms", str(cap_ms), "--backend", backend]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch_lab.bench_probe",
+        "--port",
+        str(port),
+        f"--token={token}",
+        "--mode",
+        mode,
+        "--sweep-ms",
+        str(sweep_ms),
+        "--settle-ms",
+        str(settle_ms),
+        "--cap-ms",
+        str(cap_ms),
+        "--backend",
+        backend,
+    ]
     return Server(argv, env, port, token)
 
 
@@ -204,13 +238,28 @@ def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
 AGENT_SPEED, AGENT_PROMPT_PROB = 5.0, 1.0
 
 
-def agent_command(state_file: Path | None, seed: int, *, spin_only: bool = False,
-                  hold: tuple[float, float] = (0.8, 1.6)) -> list[str]:
+def agent_command(
+    state_file: Path | None, seed: int, *, spin_only: bool = False, hold: tuple[float, float] = (0.8, 1.6)
+) -> list[str]:
     """The fake agent (Claude's screens, 10 Hz spinner) typing its own tasks and answering its
     own prompts after ``hold`` seconds, noting in ``state_file`` when each screen was drawn."""
-    cmd = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--auto",
-           "--hold", str(hold[0]), str(hold[1]), "--speed", str(AGENT_SPEED),
-           "--prompt-prob", str(AGENT_PROMPT_PROB), "--question-prob", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "panewatch_lab.fake_agent",
+        "--seed",
+        str(seed),
+        "--auto",
+        "--hold",
+        str(hold[0]),
+        str(hold[1]),
+        "--speed",
+        str(AGENT_SPEED),
+        "--prompt-prob",
+        str(AGENT_PROMPT_PROB),
+        "--question-prob",
+        "0",
+    ]
     if state_file is not None:
         cmd += ["--state-file", str(state_file)]
     return [*cmd, "--spin-only"] if spin_only else cmd
@@ -274,8 +323,7 @@ class Delays:
     total: int = 0
 
 
-def match_delays(truth: dict[str, list[tuple[float, str]]], events: EventLog,
-                 start: float, end: float) -> Delays:
+def match_delays(truth: dict[str, list[tuple[float, str]]], events: EventLog, start: float, end: float) -> Delays:
     """For each change an agent drew in [start, end): the first event of that state for that
     session after the previous change was drawn. None before the next change is a miss."""
     out = Delays()
@@ -300,11 +348,17 @@ def match_delays(truth: dict[str, list[tuple[float, str]]], events: EventLog,
 
 
 def delay_row(d: Delays) -> dict[str, float | int]:
-    return {"median": statistics.median(d.prompts) if d.prompts else float("nan"),
-            "p99": pct(d.prompts, 99), "max": max(d.prompts, default=float("nan")),
-            "all_median": statistics.median(d.changes) if d.changes else float("nan"),
-            "all_p99": pct(d.changes, 99), "all_max": max(d.changes, default=float("nan")),
-            "prompts": len(d.prompts), "changes": d.total, "missed": d.missed}
+    return {
+        "median": statistics.median(d.prompts) if d.prompts else float("nan"),
+        "p99": pct(d.prompts, 99),
+        "max": max(d.prompts, default=float("nan")),
+        "all_median": statistics.median(d.changes) if d.changes else float("nan"),
+        "all_p99": pct(d.changes, 99),
+        "all_max": max(d.changes, default=float("nan")),
+        "prompts": len(d.prompts),
+        "changes": d.total,
+        "missed": d.missed,
+    }
 
 
 # -- 1. latency ------------------------------------------------------------------------------
@@ -338,18 +392,26 @@ async def scenario_latency(opts: argparse.Namespace, tmp: Path) -> dict[str, Any
 
 
 def print_latency(r: dict[str, Any], opts: argparse.Namespace) -> None:
-    print(f"\n## 1. Prompt drawn → /ws/state event  ({opts.agents} agents, {opts.seconds:.0f} s per mode, "
-          f"backend {opts.backend}; change mode settle {opts.settle_ms} ms, cap {opts.cap_ms} ms)")
-    print(f"{'mode':<22}{'median':>9}{'p99':>9}{'max':>9}{'prompts':>9}{'missed':>8}"
-          f"{'all changes p99':>17}{'server CPU':>12}{'CPU/wall':>10}")
+    print(
+        f"\n## 1. Prompt drawn → /ws/state event  ({opts.agents} agents, {opts.seconds:.0f} s per mode, "
+        f"backend {opts.backend}; change mode settle {opts.settle_ms} ms, cap {opts.cap_ms} ms)"
+    )
+    print(
+        f"{'mode':<22}{'median':>9}{'p99':>9}{'max':>9}{'prompts':>9}{'missed':>8}"
+        f"{'all changes p99':>17}{'server CPU':>12}{'CPU/wall':>10}"
+    )
     for mode, label in (("sweep", f"sweep {opts.sweep_ms} ms"), ("change", "change-driven")):
         x = r[mode]
-        print(f"{label:<22}{ms(x['median']):>9}{ms(x['p99']):>9}{ms(x['max']):>9}{x['prompts']:>9}"
-              f"{x['missed']:>5}/{x['changes']:<3}{ms(x['all_p99']):>16}{x['cpu_s']:>10.2f} s"
-              f"{x['cpu_share'] * 100:>9.1f}%")
+        print(
+            f"{label:<22}{ms(x['median']):>9}{ms(x['p99']):>9}{ms(x['max']):>9}{x['prompts']:>9}"
+            f"{x['missed']:>5}/{x['changes']:<3}{ms(x['all_p99']):>16}{x['cpu_s']:>10.2f} s"
+            f"{x['cpu_share'] * 100:>9.1f}%"
+        )
     s, c = r["sweep"], r["change"]
-    print(f"change/sweep: median {ratio(c['median'], s['median'])}, max {ratio(c['max'], s['max'])}, "
-          f"CPU {ratio(c['cpu_s'], s['cpu_s'])}")
+    print(
+        f"change/sweep: median {ratio(c['median'], s['median'])}, max {ratio(c['max'], s['max'])}, "
+        f"CPU {ratio(c['cpu_s'], s['cpu_s'])}"
+    )
 
 
 # -- 2. scale --------------------------------------------------------------------------------
@@ -373,25 +435,40 @@ async def scenario_scale(opts: argparse.Namespace, backend: str) -> list[dict[st
             t1, cpu1 = time.monotonic(), server.cpu()
             p = await server.probe(reset=True)
             rss = server.rss()
-            rows.append({"backend": backend, "agents": n, "cpu_share": (cpu1 - cpu0) / (t1 - t0),
-                         "rss_per_session": (rss - rss0) / n, "rss_mb": rss / 2**20,
-                         "sweep_p99": pct(p["sweep_seconds"], 99), "sweep_max": max(p["sweep_seconds"], default=0.0),
-                         "lag_p99": pct(p["lags"], 99), "lag_max": max(p["lags"], default=0.0)})
+            rows.append(
+                {
+                    "backend": backend,
+                    "agents": n,
+                    "cpu_share": (cpu1 - cpu0) / (t1 - t0),
+                    "rss_per_session": (rss - rss0) / n,
+                    "rss_mb": rss / 2**20,
+                    "sweep_p99": pct(p["sweep_seconds"], 99),
+                    "sweep_max": max(p["sweep_seconds"], default=0.0),
+                    "lag_p99": pct(p["lags"], 99),
+                    "lag_max": max(p["lags"], default=0.0),
+                }
+            )
     return rows
 
 
 def print_scale(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
     print(f"\n## 2. Many agents, 10 Hz spinners ({opts.scale_mode} mode, {opts.window:.0f} s window each)")
-    print(f"{'backend':<9}{'agents':>7}{'server CPU (1 core)':>21}{'RSS/session':>13}{'RSS':>9}"
-          f"{'sweep p99':>11}{'sweep max':>11}{'loop lag p99':>14}{'lag max':>9}")
+    print(
+        f"{'backend':<9}{'agents':>7}{'server CPU (1 core)':>21}{'RSS/session':>13}{'RSS':>9}"
+        f"{'sweep p99':>11}{'sweep max':>11}{'loop lag p99':>14}{'lag max':>9}"
+    )
     for r in rows:
-        print(f"{r['backend']:<9}{r['agents']:>7}{r['cpu_share'] * 100:>20.1f}%{r['rss_per_session'] / 2**20:>10.2f} MB"
-              f"{r['rss_mb']:>6.0f} MB{ms(r['sweep_p99']):>11}{ms(r['sweep_max']):>11}{ms(r['lag_p99']):>14}"
-              f"{ms(r['lag_max']):>9}")
+        print(
+            f"{r['backend']:<9}{r['agents']:>7}{r['cpu_share'] * 100:>20.1f}%{r['rss_per_session'] / 2**20:>10.2f} MB"
+            f"{r['rss_mb']:>6.0f} MB{ms(r['sweep_p99']):>11}{ms(r['sweep_max']):>11}{ms(r['lag_p99']):>14}"
+            f"{ms(r['lag_max']):>9}"
+        )
     by = {(r["backend"], r["agents"]): r for r in rows}
     for n in opts.sizes:
         if ("pyte", n) in by and ("ghostty", n) in by:
-            print(f"ghostty/pyte CPU at {n} agents: {ratio(by[('ghostty', n)]['cpu_share'], by[('pyte', n)]['cpu_share'])}")
+            print(
+                f"ghostty/pyte CPU at {n} agents: {ratio(by[('ghostty', n)]['cpu_share'], by[('pyte', n)]['cpu_share'])}"
+            )
 
 
 # -- 3. flood --------------------------------------------------------------------------------
@@ -417,10 +494,17 @@ async def _window(server: Server, seconds: float) -> dict[str, Any]:
     p1 = await server.probe(reset=True)
     stop.set()
     await task
-    return {"start": start, "end": end, "api": api, "cpu_share": (cpu1 - cpu0) / (end - start),
-            "emulated_per_s": (p1["emulated_bytes"] - p0["emulated_bytes"]) / (end - start),
-            "lag_p99": pct(p1["lags"], 99), "lag_max": max(p1["lags"], default=0.0),
-            "max_pending": p1["max_pending"], "bytes_read": p1["bytes_read"]}
+    return {
+        "start": start,
+        "end": end,
+        "api": api,
+        "cpu_share": (cpu1 - cpu0) / (end - start),
+        "emulated_per_s": (p1["emulated_bytes"] - p0["emulated_bytes"]) / (end - start),
+        "lag_p99": pct(p1["lags"], 99),
+        "lag_max": max(p1["lags"], default=0.0),
+        "max_pending": p1["max_pending"],
+        "bytes_read": p1["bytes_read"],
+    }
 
 
 async def scenario_flood(opts: argparse.Namespace, tmp: Path, backend: str) -> dict[str, Any]:
@@ -445,29 +529,44 @@ async def scenario_flood(opts: argparse.Namespace, tmp: Path, backend: str) -> d
     out: dict[str, Any] = {"backend": backend, "flood_bytes_read": flood_read}
     for name, w in (("quiet", quiet), ("flood", flood)):
         d = match_delays(truth, events, w["start"], w["end"])
-        out[name] = {**delay_row(d), "api_median": statistics.median(w["api"]) if w["api"] else float("nan"),
-                     "api_p99": pct(w["api"], 99), "api_max": max(w["api"], default=float("nan")),
-                     "cpu_share": w["cpu_share"], "emulated_per_s": w["emulated_per_s"],
-                     "lag_p99": w["lag_p99"], "lag_max": w["lag_max"], "max_pending": w["max_pending"]}
+        out[name] = {
+            **delay_row(d),
+            "api_median": statistics.median(w["api"]) if w["api"] else float("nan"),
+            "api_p99": pct(w["api"], 99),
+            "api_max": max(w["api"], default=float("nan")),
+            "cpu_share": w["cpu_share"],
+            "emulated_per_s": w["emulated_per_s"],
+            "lag_p99": w["lag_p99"],
+            "lag_max": w["lag_max"],
+            "max_pending": w["max_pending"],
+        }
     return out
 
 
 def print_flood(results: list[dict[str, Any]], opts: argparse.Namespace) -> None:
-    print(f"\n## 3. One pane flooding (`yes`, {len(FLOOD_LINE) + 2} B lines) while {opts.flood_agents} agents "
-          f"change state ({opts.flood_mode} mode, {opts.flood_seconds:.0f} s per window)")
-    print(f"{'backend':<9}{'window':<7}{'change median':>14}{'p99':>8}{'max':>8}{'missed':>8}{'API p99':>9}"
-          f"{'API max':>9}{'loop lag p99':>13}{'emulated':>12}{'max backlog':>12}{'CPU':>7}")
+    print(
+        f"\n## 3. One pane flooding (`yes`, {len(FLOOD_LINE) + 2} B lines) while {opts.flood_agents} agents "
+        f"change state ({opts.flood_mode} mode, {opts.flood_seconds:.0f} s per window)"
+    )
+    print(
+        f"{'backend':<9}{'window':<7}{'change median':>14}{'p99':>8}{'max':>8}{'missed':>8}{'API p99':>9}"
+        f"{'API max':>9}{'loop lag p99':>13}{'emulated':>12}{'max backlog':>12}{'CPU':>7}"
+    )
     for r in results:
         for name in ("quiet", "flood"):
             x = r[name]
-            print(f"{r['backend']:<9}{name:<7}{ms(x['all_median']):>14}{ms(x['all_p99']):>8}{ms(x['all_max']):>8}"
-                  f"{x['missed']:>4}/{x['changes']:<3}{ms(x['api_p99']):>9}{ms(x['api_max']):>9}"
-                  f"{ms(x['lag_p99']):>13}{x['emulated_per_s'] / 1e6:>8.2f} MB/s{x['max_pending'] / 1024:>9.0f} KB"
-                  f"{x['cpu_share'] * 100:>6.0f}%")
+            print(
+                f"{r['backend']:<9}{name:<7}{ms(x['all_median']):>14}{ms(x['all_p99']):>8}{ms(x['all_max']):>8}"
+                f"{x['missed']:>4}/{x['changes']:<3}{ms(x['api_p99']):>9}{ms(x['api_max']):>9}"
+                f"{ms(x['lag_p99']):>13}{x['emulated_per_s'] / 1e6:>8.2f} MB/s{x['max_pending'] / 1024:>9.0f} KB"
+                f"{x['cpu_share'] * 100:>6.0f}%"
+            )
         q, f = r["quiet"], r["flood"]
-        print(f"{r['backend']}: the flood adds {ms(f['all_p99'] - q['all_p99'])} to the p99 change delay "
-              f"(max {ms(f['all_max'] - q['all_max'])}); API p99 {ratio(f['api_p99'], q['api_p99'])}; "
-              f"the flood pane emulated {r['flood_bytes_read'] / 1e6:.1f} MB")
+        print(
+            f"{r['backend']}: the flood adds {ms(f['all_p99'] - q['all_p99'])} to the p99 change delay "
+            f"(max {ms(f['all_max'] - q['all_max'])}); API p99 {ratio(f['api_p99'], q['api_p99'])}; "
+            f"the flood pane emulated {r['flood_bytes_read'] / 1e6:.1f} MB"
+        )
 
 
 # -- 4. throughput ---------------------------------------------------------------------------
@@ -484,8 +583,9 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
     base = "pyte + wrapper"
     for e in engines:
         if e != base and ("ghostty" in e or e == "pyte (bare)"):
-            print(f"{e} / {base}: " + ", ".join(f"{s} {ratio(by.get((e, s), 0), by.get((base, s), 0))}"
-                                                  for s in streams))
+            print(
+                f"{e} / {base}: " + ", ".join(f"{s} {ratio(by.get((e, s), 0), by.get((base, s), 0))}" for s in streams)
+            )
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -494,14 +594,33 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
 
 
 def _replay_once(opts: argparse.Namespace, panes: int, backend: str, mode: str, driver_only: bool) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "panewatch_lab.bench_replay", "--panes", str(panes), "--backend", backend,
-            "--mode", mode, "--seconds", str(opts.replay_seconds), "--warmup", str(opts.replay_warmup),
-            "--captures", *map(str, opts.replay_captures)]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch_lab.bench_replay",
+        "--panes",
+        str(panes),
+        "--backend",
+        backend,
+        "--mode",
+        mode,
+        "--seconds",
+        str(opts.replay_seconds),
+        "--warmup",
+        str(opts.replay_warmup),
+        "--captures",
+        *map(str, opts.replay_captures),
+    ]
     if driver_only:
         argv.append("--driver-only")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env,
-                          timeout=120 + 4 * (opts.replay_seconds + opts.replay_warmup) + panes / 10)
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120 + 4 * (opts.replay_seconds + opts.replay_warmup) + panes / 10,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"replay {panes} {backend} {mode} failed: {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -520,20 +639,26 @@ def scenario_replay(opts: argparse.Namespace, backend_list: list[str]) -> list[d
 
 
 def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
-    print(f"\n## 5. Real-traffic replay (the CLIs' captures, frame by frame; {opts.replay_seconds:.0f} s window "
-          f"after {opts.replay_warmup:.0f} s; one process per row, engine without HTTP)")
-    print(f"{'backend':<9}{'mode':<8}{'panes':>6}{'CPU (1 core)':>13}{'minus driver':>13}{'RSS/pane':>11}"
-          f"{'B/s/pane':>9}{'change p50':>11}{'p99':>8}{'max':>8}{'missed':>9}{'lag p99':>9}{'lag max':>9}{'reads/s':>9}")
+    print(
+        f"\n## 5. Real-traffic replay (the CLIs' captures, frame by frame; {opts.replay_seconds:.0f} s window "
+        f"after {opts.replay_warmup:.0f} s; one process per row, engine without HTTP)"
+    )
+    print(
+        f"{'backend':<9}{'mode':<8}{'panes':>6}{'CPU (1 core)':>13}{'minus driver':>13}{'RSS/pane':>11}"
+        f"{'B/s/pane':>9}{'change p50':>11}{'p99':>8}{'max':>8}{'missed':>9}{'lag p99':>9}{'lag max':>9}{'reads/s':>9}"
+    )
     driver = {r["panes"]: r for r in rows if r["driver_only"]}
     for r in rows:
         base = driver.get(r["panes"], {}).get("cpu", 0.0)
         label = ("driver", "alone") if r["driver_only"] else (r["backend"], r["mode"])
         net = "" if r["driver_only"] else f"{(r['cpu'] - base) * 100:.1f}%"
-        print(f"{label[0]:<9}{label[1]:<8}{r['panes']:>6}{r['cpu'] * 100:>12.1f}%{net:>13}"
-              f"{r['rss_per_pane'] / 2**20:>8.2f} MB{r['bytes_per_s_per_pane']:>9.0f}"
-              f"{ms(r['change_p50']):>11}{ms(r['change_p99']):>8}{ms(r['change_max']):>8}"
-              f"{r['missed']:>5}/{r['changes']:<3}{ms(r['lag_p99']):>9}{ms(r['lag_max']):>9}"
-              f"{r['classifications_per_s']:>9.0f}")
+        print(
+            f"{label[0]:<9}{label[1]:<8}{r['panes']:>6}{r['cpu'] * 100:>12.1f}%{net:>13}"
+            f"{r['rss_per_pane'] / 2**20:>8.2f} MB{r['bytes_per_s_per_pane']:>9.0f}"
+            f"{ms(r['change_p50']):>11}{ms(r['change_p99']):>8}{ms(r['change_max']):>8}"
+            f"{r['missed']:>5}/{r['changes']:<3}{ms(r['lag_p99']):>9}{ms(r['lag_max']):>9}"
+            f"{r['classifications_per_s']:>9.0f}"
+        )
     by = {(r["backend"], r["mode"], r["panes"]): r for r in rows if not r["driver_only"]}
     for n in opts.replay_sizes:
         parts = []
@@ -542,7 +667,9 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
                 parts.append(f"{b} change/sweep CPU {ratio(by[(b, 'change', n)]['cpu'], by[(b, 'sweep', n)]['cpu'])}")
         for mode in opts.replay_modes:
             if ("ghostty", mode, n) in by and ("pyte", mode, n) in by:
-                parts.append(f"{mode} ghostty/pyte CPU {ratio(by[('ghostty', mode, n)]['cpu'], by[('pyte', mode, n)]['cpu'])}")
+                parts.append(
+                    f"{mode} ghostty/pyte CPU {ratio(by[('ghostty', mode, n)]['cpu'], by[('pyte', mode, n)]['cpu'])}"
+                )
         if parts:
             print(f"{n} panes: " + "; ".join(sorted(parts)))
 
@@ -552,12 +679,19 @@ SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster", "replay")
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="panewatch bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS), metavar="SCENARIO",
-                   help=f"scenarios to run (default all: {', '.join(SCENARIOS)})")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=SCENARIOS,
+        default=list(SCENARIOS),
+        metavar="SCENARIO",
+        help=f"scenarios to run (default all: {', '.join(SCENARIOS)})",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in ~30 s")
     p.add_argument("--backend", default="pyte", help="screen backend of the latency servers (default pyte)")
-    p.add_argument("--backends", nargs="+", default=None,
-                   help="backends for scale and flood (default: every installed one)")
+    p.add_argument(
+        "--backends", nargs="+", default=None, help="backends for scale and flood (default: every installed one)"
+    )
     p.add_argument("--agents", type=int, default=10, help="latency: agents changing state (default 10)")
     p.add_argument("--seconds", type=float, default=25.0, help="latency: measured seconds per mode (default 25)")
     p.add_argument("--sweep-ms", type=int, default=700, dest="sweep_ms")
@@ -571,23 +705,56 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--flood-seconds", type=float, default=12.0, dest="flood_seconds")
     p.add_argument("--flood-mode", choices=["sweep", "change"], default="change", dest="flood_mode")
     p.add_argument("--feed-kb", type=int, default=1000, dest="feed_kb", help="throughput: KB per synthetic stream")
-    p.add_argument("--min-seconds", type=float, default=1.0, dest="min_seconds",
-                   help="throughput: least time per engine and stream")
-    p.add_argument("--captures", type=Path, nargs="+", default=[Path("fixtures"), Path("notes/raw")], metavar="DIR",
-                   help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
-                        "the working directory; missing ones are skipped)")
-    p.add_argument("--replay-sizes", type=int, nargs="+", default=[200, 500, 1000], dest="replay_sizes",
-                   help="replay: pane counts (default 200 500 1000)")
-    p.add_argument("--replay-modes", nargs="+", choices=["change", "sweep"], default=["change", "sweep"],
-                   dest="replay_modes")
+    p.add_argument(
+        "--min-seconds",
+        type=float,
+        default=1.0,
+        dest="min_seconds",
+        help="throughput: least time per engine and stream",
+    )
+    p.add_argument(
+        "--captures",
+        type=Path,
+        nargs="+",
+        default=[Path("fixtures"), Path("notes/raw")],
+        metavar="DIR",
+        help="throughput: folders whose *.raw captures are one stream (default: fixtures notes/raw of "
+        "the working directory; missing ones are skipped)",
+    )
+    p.add_argument(
+        "--replay-sizes",
+        type=int,
+        nargs="+",
+        default=[200, 500, 1000],
+        dest="replay_sizes",
+        help="replay: pane counts (default 200 500 1000)",
+    )
+    p.add_argument(
+        "--replay-modes", nargs="+", choices=["change", "sweep"], default=["change", "sweep"], dest="replay_modes"
+    )
     p.add_argument("--replay-seconds", type=float, default=10.0, dest="replay_seconds")
-    p.add_argument("--replay-warmup", type=float, default=4.0, dest="replay_warmup",
-                   help="replay: seconds over which panes start (random offsets) before measuring")
-    p.add_argument("--replay-captures", type=Path, nargs="+", default=[Path("fixtures")], dest="replay_captures",
-                   metavar="DIR", help="replay: folders of captures with truth.toml (default fixtures/)")
+    p.add_argument(
+        "--replay-warmup",
+        type=float,
+        default=4.0,
+        dest="replay_warmup",
+        help="replay: seconds over which panes start (random offsets) before measuring",
+    )
+    p.add_argument(
+        "--replay-captures",
+        type=Path,
+        nargs="+",
+        default=[Path("fixtures")],
+        dest="replay_captures",
+        metavar="DIR",
+        help="replay: folders of captures with truth.toml (default fixtures/)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
-    p.add_argument("--plot", metavar="PNG", help="replay: also draw CPU and state-change p99 against panes "
-                   "(needs matplotlib: pip install './lab[plot]')")
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="replay: also draw CPU and state-change p99 against panes (needs matplotlib: pip install './lab[plot]')",
+    )
     from .bench_cluster import add_arguments
 
     add_arguments(p)
@@ -610,8 +777,11 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         apply_quick(opts)
     scale_backends = opts.backends or backends.available()
     out: dict[str, Any] = {}
-    print(f"panewatch bench — {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
-          f"backends {', '.join(backends.available())}", flush=True)
+    print(
+        f"panewatch bench — {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+        f"backends {', '.join(backends.available())}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="panewatch-bench-") as tmpdir:
         tmp = Path(tmpdir)
         if "latency" in opts.only:
@@ -633,8 +803,14 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
         if opts.plot:
             from .bench_plot import plot_replay
 
-            drawn = plot_replay(out["replay"], Path(opts.plot), f"panewatch bench --only replay ({os.cpu_count()} CPUs)")
-            print(f"picture: {opts.plot}" if drawn else "picture: not drawn (matplotlib missing: pip install './lab[plot]')")
+            drawn = plot_replay(
+                out["replay"], Path(opts.plot), f"panewatch bench --only replay ({os.cpu_count()} CPUs)"
+            )
+            print(
+                f"picture: {opts.plot}"
+                if drawn
+                else "picture: not drawn (matplotlib missing: pip install './lab[plot]')"
+            )
     if "cluster" in opts.only:
         from .bench_cluster import print_cluster, scenario_cluster
 

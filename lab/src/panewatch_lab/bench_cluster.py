@@ -29,8 +29,11 @@ from typing import Any
 from .bench import Server, pct, running
 from .loopback import free_port
 
-PROMPTING = ["bash", "-c", "while :; do clear; read -t 1 -p 'Proceed? [y/N] ' x; clear; echo working on it; "
-                           "sleep 1; done"]
+PROMPTING = [
+    "bash",
+    "-c",
+    "while :; do clear; read -t 1 -p 'Proceed? [y/N] ' x; clear; echo working on it; sleep 1; done",
+]
 
 
 def nats_binary() -> str:
@@ -52,8 +55,11 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     async def __aenter__(self) -> NatsServer:
-        self.proc = subprocess.Popen([nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port),
-                                      "-sd", self.store], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [nats_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", self.store],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         await asyncio.sleep(0.5)
         return self
 
@@ -66,8 +72,22 @@ class NatsServer:
 
 def node_server(url: str, node: str, token: str) -> Server:
     port = free_port()
-    argv = [sys.executable, "-m", "panewatch", "serve", "--port", str(port), "--token", token,
-            "--cluster-url", url, "--node", node, "--mode", "change"]
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch",
+        "serve",
+        "--port",
+        str(port),
+        "--token",
+        token,
+        "--cluster-url",
+        url,
+        "--node",
+        node,
+        "--mode",
+        "change",
+    ]
     env = {**os.environ, "XDG_STATE_HOME": tempfile.mkdtemp(prefix=f"pw-bench-{node}-")}
     env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder
     env.setdefault("PANEWATCH_PANE_HOST", "pty")  # agents end with the node (no tmux server left behind)
@@ -96,8 +116,9 @@ async def latency(opts: argparse.Namespace) -> dict[str, Any]:
         async with running(a), running(b):
             assert b.client is not None
             for i in range(opts.cluster_sessions):
-                r = await b.client.post("/api/sessions", json={"command": PROMPTING, "agent": "shell",
-                                                               "name": f"toggle-{i}"})
+                r = await b.client.post(
+                    "/api/sessions", json={"command": PROMPTING, "agent": "shell", "name": f"toggle-{i}"}
+                )
                 r.raise_for_status()
             on_a: dict[tuple[str, str, float], float] = {}
             on_b: dict[tuple[str, str, float], float] = {}
@@ -107,8 +128,13 @@ async def latency(opts: argparse.Namespace) -> dict[str, Any]:
             stop.set()
             await asyncio.gather(*tasks)
     lags = [on_a[k] - on_b[k] for k in on_b if k in on_a]
-    return {"events": len(on_b), "matched": len(lags), "p50": pct(lags, 50), "p99": pct(lags, 99),
-            "max": max(lags) if lags else float("nan")}
+    return {
+        "events": len(on_b),
+        "matched": len(lags),
+        "p50": pct(lags, 50),
+        "p99": pct(lags, 99),
+        "max": max(lags) if lags else float("nan"),
+    }
 
 
 async def _publisher(url: str, name: str, sessions: int, rate: float, stop: asyncio.Event) -> float:
@@ -125,14 +151,33 @@ async def _publisher(url: str, name: str, sessions: int, rate: float, stop: asyn
     started = time.monotonic()
     try:
         for i in range(sessions):
-            link.publish(f"{name}-{i:04x}", {"id": f"{name}-{i:04x}", "name": f"agent {i}", "state": "working",
-                                             "source": "screen", "rule": "spinner", "why": "bench", "since": time.time()})
+            link.publish(
+                f"{name}-{i:04x}",
+                {
+                    "id": f"{name}-{i:04x}",
+                    "name": f"agent {i}",
+                    "state": "working",
+                    "source": "screen",
+                    "rule": "spinner",
+                    "why": "bench",
+                    "since": time.time(),
+                },
+            )
         while not stop.is_set():
             await asyncio.sleep(1 / rate)
             i = random.randrange(sessions)
-            link.publish(f"{name}-{i:04x}", {"id": f"{name}-{i:04x}", "name": f"agent {i}",
-                                             "state": random.choice(states), "source": "screen", "rule": "bench",
-                                             "why": "bench", "since": time.time()})
+            link.publish(
+                f"{name}-{i:04x}",
+                {
+                    "id": f"{name}-{i:04x}",
+                    "name": f"agent {i}",
+                    "state": random.choice(states),
+                    "source": "screen",
+                    "rule": "bench",
+                    "why": "bench",
+                    "since": time.time(),
+                },
+            )
             changes += 1
     finally:
         await link.stop()
@@ -148,8 +193,12 @@ async def follower(opts: argparse.Namespace) -> list[dict[str, Any]]:
             async with running(dash):
                 stop = asyncio.Event()
                 seen: dict[tuple[str, str, float], float] = {}
-                pubs = [asyncio.ensure_future(_publisher(nats.url, f"n{peers}x{k}", opts.cluster_per_node,
-                                                         opts.cluster_rate, stop)) for k in range(peers)]
+                pubs = [
+                    asyncio.ensure_future(
+                        _publisher(nats.url, f"n{peers}x{k}", opts.cluster_per_node, opts.cluster_rate, stop)
+                    )
+                    for k in range(peers)
+                ]
                 watcher = asyncio.ensure_future(_arrivals(dash, seen, stop))
                 await asyncio.sleep(opts.warmup + 2)
                 cpu0, t0 = dash.cpu(), time.monotonic()
@@ -160,8 +209,7 @@ async def follower(opts: argparse.Namespace) -> list[dict[str, Any]]:
                 stop.set()
                 rate = sum(await asyncio.gather(*pubs))
                 await watcher
-                rows.append({"peers": peers, "sessions": listed, "cpu": cpu, "rss": dash.rss(),
-                             "changes_per_s": rate})
+                rows.append({"peers": peers, "sessions": listed, "cpu": cpu, "rss": dash.rss(), "changes_per_s": rate})
     return rows
 
 
@@ -174,23 +222,44 @@ def print_cluster(r: dict[str, Any], opts: argparse.Namespace) -> None:
     print(f"\n## Cluster ({opts.cluster_sessions} toggling shells on node b, watched on a and b)\n")
     print("| events on b | seen on a | a after b p50 | p99 | max |")
     print("| --- | --- | --- | --- | --- |")
-    print(f"| {lat['events']} | {lat['matched']} | {lat['p50'] * 1000:.1f} ms | {lat['p99'] * 1000:.1f} ms "
-          f"| {lat['max'] * 1000:.1f} ms |")
-    print(f"\nA dashboard node following N nodes × {opts.cluster_per_node} sessions "
-          f"({opts.cluster_rate:g} state changes/s per node), one /ws/state client:\n")
+    print(
+        f"| {lat['events']} | {lat['matched']} | {lat['p50'] * 1000:.1f} ms | {lat['p99'] * 1000:.1f} ms "
+        f"| {lat['max'] * 1000:.1f} ms |"
+    )
+    print(
+        f"\nA dashboard node following N nodes × {opts.cluster_per_node} sessions "
+        f"({opts.cluster_rate:g} state changes/s per node), one /ws/state client:\n"
+    )
     print("| nodes followed | sessions listed | changes/s | CPU (one core = 100 %) | RSS |")
     print("| --- | --- | --- | --- | --- |")
     for row in r["follower"]:
-        print(f"| {row['peers']} | {row['sessions']} | {row['changes_per_s']:.0f} | {row['cpu'] * 100:.1f} % "
-              f"| {row['rss'] / 1e6:.0f} MB |")
+        print(
+            f"| {row['peers']} | {row['sessions']} | {row['changes_per_s']:.0f} | {row['cpu'] * 100:.1f} % "
+            f"| {row['rss'] / 1e6:.0f} MB |"
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster-sessions", type=int, default=10, dest="cluster_sessions",
-                   help="cluster: toggling shells on node b (default 10)")
+    p.add_argument(
+        "--cluster-sessions",
+        type=int,
+        default=10,
+        dest="cluster_sessions",
+        help="cluster: toggling shells on node b (default 10)",
+    )
     p.add_argument("--cluster-seconds", type=float, default=15.0, dest="cluster_seconds")
-    p.add_argument("--cluster-nodes", type=int, default=5, dest="cluster_nodes",
-                   help="cluster: nodes the dashboard node follows (default 5)")
+    p.add_argument(
+        "--cluster-nodes",
+        type=int,
+        default=5,
+        dest="cluster_nodes",
+        help="cluster: nodes the dashboard node follows (default 5)",
+    )
     p.add_argument("--cluster-per-node", type=int, default=200, dest="cluster_per_node")
-    p.add_argument("--cluster-rate", type=float, default=20.0, dest="cluster_rate",
-                   help="cluster: state changes per second per followed node (default 20)")
+    p.add_argument(
+        "--cluster-rate",
+        type=float,
+        default=20.0,
+        dest="cluster_rate",
+        help="cluster: state changes per second per followed node (default 20)",
+    )

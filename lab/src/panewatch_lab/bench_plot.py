@@ -14,8 +14,12 @@ from typing import Any
 
 from .eval_plot import available
 
-STYLE = {("ghostty", "change"): ("#1f77b4", "-"), ("ghostty", "sweep"): ("#1f77b4", "--"),
-         ("pyte", "change"): ("#d62728", "-"), ("pyte", "sweep"): ("#d62728", "--")}
+STYLE = {
+    ("ghostty", "change"): ("#1f77b4", "-"),
+    ("ghostty", "sweep"): ("#1f77b4", "--"),
+    ("pyte", "change"): ("#d62728", "-"),
+    ("pyte", "sweep"): ("#d62728", "--"),
+}
 
 
 def plot_replay(rows: list[dict[str, Any]], path: Path, title: str = "") -> bool:

@@ -87,8 +87,15 @@ def build_app(settings: Settings, probe: Probe) -> Any:
 async def run(settings: Settings) -> None:
     probe = Probe()
     app = build_app(settings, probe)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                            ws_ping_interval=20, lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        ws_ping_interval=20,
+        lifespan="on",
+        access_log=False,
+    )
     server = uvicorn.Server(config)
     probe.watch_backlog(app.state.engine)
     lag_task = asyncio.ensure_future(probe.sample_lag())
@@ -108,8 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-ms", type=int, default=150)
     p.add_argument("--backend", default="pyte")
     a = p.parse_args(argv)
-    settings = Settings(host="127.0.0.1", port=a.port, token=a.token, mode=a.mode, sweep_ms=a.sweep_ms,
-                        settle_ms=a.settle_ms, cap_ms=a.cap_ms, backend=a.backend)
+    settings = Settings(
+        host="127.0.0.1",
+        port=a.port,
+        token=a.token,
+        mode=a.mode,
+        sweep_ms=a.sweep_ms,
+        settle_ms=a.settle_ms,
+        cap_ms=a.cap_ms,
+        backend=a.backend,
+    )
     try:
         asyncio.run(run(settings))
     except KeyboardInterrupt:

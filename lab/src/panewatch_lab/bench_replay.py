@@ -262,21 +262,31 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     if engine is not None:
         await engine.stop()
     return {
-        "panes": a.panes, "backend": engine.backend if engine else "-", "mode": a.mode if engine else "-",
-        "driver_only": a.driver_only, "seconds": wall, "cpu": cpu / wall,
-        "rss_per_pane": (rss - rss0) / a.panes, "rss": rss,
+        "panes": a.panes,
+        "backend": engine.backend if engine else "-",
+        "mode": a.mode if engine else "-",
+        "driver_only": a.driver_only,
+        "seconds": wall,
+        "cpu": cpu / wall,
+        "rss_per_pane": (rss - rss0) / a.panes,
+        "rss": rss,
         "bytes_per_s_per_pane": (replay.bytes - bytes0) / wall / a.panes,
-        "change_p50": pct(delays, 50), "change_p99": pct(delays, 99),
+        "change_p50": pct(delays, 50),
+        "change_p99": pct(delays, 99),
         "change_max": max(delays) if delays else float("nan"),
-        "changes": changes, "missed": missed,
-        "lag_p99": pct(lags, 99), "lag_max": max(lags) if lags else float("nan"),
+        "changes": changes,
+        "missed": missed,
+        "lag_p99": pct(lags, 99),
+        "lag_max": max(lags) if lags else float("nan"),
         "classifications_per_s": (stats1.get("classifications", 0) - stats0.get("classifications", 0)) / wall,
-        "captures": len(captures), "agents": sorted({c.agent for c in captures}),
+        "captures": len(captures),
+        "agents": sorted({c.agent for c in captures}),
     }
 
 
-def _delays(truth: dict[int, list[tuple[float, str]]], events: dict[int, list[tuple[float, str]]],
-            t0: float, t1: float) -> tuple[list[float], int, int]:
+def _delays(
+    truth: dict[int, list[tuple[float, str]]], events: dict[int, list[tuple[float, str]]], t0: float, t1: float
+) -> tuple[list[float], int, int]:
     """For every capture that ended in the window with a state other than the pane's previous
     truth: from its last frame to the first event of that state after its first frame — zero if
     the state was reported before the last frame. Missed: no such event before the next capture

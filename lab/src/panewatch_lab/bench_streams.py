@@ -18,7 +18,28 @@ from pathlib import Path
 
 from panewatch.backends import BackendUnavailable
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "agent", "tool", "call", "result", "running", "tests", "passed", "failed", "file", "edit", "read", "write"]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "lazy",
+    "dog",
+    "agent",
+    "tool",
+    "call",
+    "result",
+    "running",
+    "tests",
+    "passed",
+    "failed",
+    "file",
+    "edit",
+    "read",
+    "write",
+]
 CHUNK = 4096
 ROWS, COLS = 32, 120
 
@@ -41,11 +62,13 @@ def spinner(n: int, seed: int = 1) -> bytes:
     """(b) a Claude-like status line repainted with CUP, EL, 24-bit SGR (~245 B a frame)."""
     rng, out, k, i = random.Random(seed), [], 0, 0
     while k < n:
-        frame = (f"\x1b[{ROWS - 3};1H\x1b[2K\x1b[38;2;{_rgb(rng)}m{'⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏'[i % 10]}\x1b[0m "
-                 f"\x1b[1m\x1b[38;2;{_rgb(rng)}mThinking\x1b[0m\x1b[38;2;{_rgb(rng)}m… \x1b[2m({i % 600}s · "
-                 f"↑ {i * 7 % 9000} tokens · esc to interrupt)\x1b[0m\x1b[{ROWS - 1};1H\x1b[48;2;{_rgb(rng)}m"
-                 f"\x1b[38;2;{_rgb(rng)}m ? for shortcuts \x1b[0m\x1b[60G\x1b[38;2;{_rgb(rng)}mctx 42%\x1b[0m"
-                 f"\x1b[{ROWS};5H").encode()
+        frame = (
+            f"\x1b[{ROWS - 3};1H\x1b[2K\x1b[38;2;{_rgb(rng)}m{'⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏'[i % 10]}\x1b[0m "
+            f"\x1b[1m\x1b[38;2;{_rgb(rng)}mThinking\x1b[0m\x1b[38;2;{_rgb(rng)}m… \x1b[2m({i % 600}s · "
+            f"↑ {i * 7 % 9000} tokens · esc to interrupt)\x1b[0m\x1b[{ROWS - 1};1H\x1b[48;2;{_rgb(rng)}m"
+            f"\x1b[38;2;{_rgb(rng)}m ? for shortcuts \x1b[0m\x1b[60G\x1b[38;2;{_rgb(rng)}mctx 42%\x1b[0m"
+            f"\x1b[{ROWS};5H"
+        ).encode()
         out.append(frame)
         k += len(frame)
         i += 1
@@ -56,9 +79,11 @@ def _box(rng: random.Random, k: int) -> list[str]:
     rows = ["\x1b[38;2;215;119;87m╭" + "─" * 116 + "╮\x1b[39m"]
     for j in range(18):
         text = " ".join(rng.choice(WORDS) for _ in range(8))[:100]
-        rows.append(f"\x1b[38;2;215;119;87m│\x1b[39m \x1b[1m{'>' if j == 0 else ' '}\x1b[22m "
-                    f"\x1b[38;2;{_rgb(rng)}m{text:<100}\x1b[39m \x1b[2m{k % 1000:>8}\x1b[22m    "
-                    "\x1b[38;2;215;119;87m│\x1b[39m")
+        rows.append(
+            f"\x1b[38;2;215;119;87m│\x1b[39m \x1b[1m{'>' if j == 0 else ' '}\x1b[22m "
+            f"\x1b[38;2;{_rgb(rng)}m{text:<100}\x1b[39m \x1b[2m{k % 1000:>8}\x1b[22m    "
+            "\x1b[38;2;215;119;87m│\x1b[39m"
+        )
     return [*rows, "\x1b[38;2;215;119;87m╰" + "─" * 116 + "╯\x1b[39m"]
 
 
@@ -175,10 +200,9 @@ class Throughput:
     bytes_fed: int
 
 
-def measure(feed_factory: Callable[[], Callable[[bytes], None]], data: bytes,
-            min_seconds: float) -> tuple[float, int]:
+def measure(feed_factory: Callable[[], Callable[[bytes], None]], data: bytes, min_seconds: float) -> tuple[float, int]:
     """MB/s feeding ``data`` in 4 KiB chunks, repeated until ``min_seconds`` have passed."""
-    chunks = [data[i: i + CHUNK] for i in range(0, len(data), CHUNK)]
+    chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
     feed = feed_factory()
     fed = 0
     start = time.perf_counter()

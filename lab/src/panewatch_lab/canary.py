@@ -50,8 +50,19 @@ def install(agent: str, version: str, prefix: Path) -> str:
     if agent == "claude":
         import subprocess
 
-        subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit", "--loglevel=error",
-                        f"@anthropic-ai/claude-code@{version}"], check=True)
+        subprocess.run(
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(prefix),
+                "--no-fund",
+                "--no-audit",
+                "--loglevel=error",
+                f"@anthropic-ai/claude-code@{version}",
+            ],
+            check=True,
+        )
         return str(prefix / "node_modules" / ".bin" / "claude")
     from panewatch_lab.agent_labs import get_lab
 
@@ -80,8 +91,16 @@ def run(agent: str, binary: str, sizes: Sequence[tuple[int, int]], jobs: int) ->
     for c in done:
         screen = replay(c.data, c.rows, c.cols)
         verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
-        rows.append(Row(c.spec.kind, f"{c.rows}x{c.cols}", c.spec.state, verdict.state, verdict.rule,
-                        verdict.evidence[:60] if verdict.rule else "no rule matched"))
+        rows.append(
+            Row(
+                c.spec.kind,
+                f"{c.rows}x{c.cols}",
+                c.spec.state,
+                verdict.state,
+                verdict.rule,
+                verdict.evidence[:60] if verdict.rule else "no rule matched",
+            )
+        )
     if failed and not REFUSED_SCREEN:
         REFUSED_SCREEN.extend(line for line in failed[0].error.screen if line.strip())
     for f in failed:

@@ -55,8 +55,13 @@ class Captured:
 # -- the two witnesses ---------------------------------------------------------------------
 def mock_turn(records: Sequence[dict[str, Any]]) -> tuple[str, str | None, float | None]:
     """(turn state, answering step, mono time the reply ended) of the last main request."""
-    main = [r for r in records if r["event"] == "request" and r.get("path") == "/v1/messages"
-            and (r.get("conversation") or {}).get("kind") == "main"]
+    main = [
+        r
+        for r in records
+        if r["event"] == "request"
+        and r.get("path") == "/v1/messages"
+        and (r.get("conversation") or {}).get("kind") == "main"
+    ]
     if not main:
         return "none", None, None
     last = main[-1]
@@ -164,8 +169,9 @@ def cut(session: PtySession, mock: MockServer, spec: CaptureSpec, timeout: float
     return data
 
 
-def capture_one(plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, cols: int,
-                cut_timeout: float = CUT_TIMEOUT) -> Captured:
+def capture_one(
+    plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, cols: int, cut_timeout: float = CUT_TIMEOUT
+) -> Captured:
     """One capture in a fresh HOME, PTY and mock; ``CaptureRefused`` if its label does not hold."""
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f"panewatch-capture-{spec.kind}-"))
@@ -175,8 +181,9 @@ def capture_one(plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, co
         for name, content in spec.files.items():
             (project / name).write_text(content)
         with MockServer(plan.scenario) as mock:
-            env = prepare_home(work / "home", project, API_KEY, mock.url, trusted=spec.trusted,
-                               key_approved=spec.key_approved)
+            env = prepare_home(
+                work / "home", project, API_KEY, mock.url, trusted=spec.trusted, key_approved=spec.key_approved
+            )
             argv = [binary, "--permission-mode", spec.mode]
             with PtySession(argv, env=env, cwd=str(project), rows=rows, cols=cols) as session:
                 ready = spec.ready or plan.ready
@@ -198,11 +205,17 @@ class Failure:
     error: CaptureRefused
 
 
-def capture_all(plan: CapturePlan, binary: str, sizes: Sequence[tuple[int, int]], specs: Sequence[CaptureSpec],
-                jobs: int = 4, attempts: int = 2,
-                report: Callable[[Captured | Failure, int], None] | None = None,
-                ) -> tuple[list[Captured], list[Failure]]:
+def capture_all(
+    plan: CapturePlan,
+    binary: str,
+    sizes: Sequence[tuple[int, int]],
+    specs: Sequence[CaptureSpec],
+    jobs: int = 4,
+    attempts: int = 2,
+    report: Callable[[Captured | Failure, int], None] | None = None,
+) -> tuple[list[Captured], list[Failure]]:
     """Every spec at every size, ``jobs`` at a time; each gets ``attempts`` tries."""
+
     def one(spec: CaptureSpec, rows: int, cols: int) -> Captured | Failure:
         error = CaptureRefused("not tried")
         for attempt in range(1, attempts + 1):

@@ -43,8 +43,9 @@ def claude_version(binary: str) -> str | None:
     return m.group(1) if m else None
 
 
-def claude_config(project_dir: str | os.PathLike[str], api_key: str, *, trusted: bool = True,
-                  key_approved: bool = True) -> dict[str, object]:
+def claude_config(
+    project_dir: str | os.PathLike[str], api_key: str, *, trusted: bool = True, key_approved: bool = True
+) -> dict[str, object]:
     """The ``~/.claude.json`` of a user who finished onboarding and trusts ``project_dir``.
 
     ``trusted=False`` / ``key_approved=False`` leave the folder-trust / API-key dialog in place
@@ -69,8 +70,15 @@ def claude_config(project_dir: str | os.PathLike[str], api_key: str, *, trusted:
     }
 
 
-def prepare_home(home: str | os.PathLike[str], project_dir: str | os.PathLike[str], api_key: str,
-                 base_url: str | None = None, *, trusted: bool = True, key_approved: bool = True) -> dict[str, str]:
+def prepare_home(
+    home: str | os.PathLike[str],
+    project_dir: str | os.PathLike[str],
+    api_key: str,
+    base_url: str | None = None,
+    *,
+    trusted: bool = True,
+    key_approved: bool = True,
+) -> dict[str, str]:
     """Write a HOME for the CLI and return the environment to launch it with.
 
     ``base_url`` is the mock API (``ANTHROPIC_BASE_URL``); launch with
@@ -79,8 +87,9 @@ def prepare_home(home: str | os.PathLike[str], project_dir: str | os.PathLike[st
     home_path = Path(home)
     (home_path / ".claude").mkdir(parents=True, exist_ok=True)
     Path(project_dir).mkdir(parents=True, exist_ok=True)
-    (home_path / ".claude.json").write_text(json.dumps(
-        claude_config(project_dir, api_key, trusted=trusted, key_approved=key_approved), indent=2))
+    (home_path / ".claude.json").write_text(
+        json.dumps(claude_config(project_dir, api_key, trusted=trusted, key_approved=key_approved), indent=2)
+    )
     env = {
         "HOME": str(home_path),
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),

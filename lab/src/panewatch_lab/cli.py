@@ -48,15 +48,25 @@ def capture_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="panewatch lab capture",
         description="Run the real Claude Code CLI against the mock API in real PTYs and write labelled raw "
-                    "captures plus truth.toml. A capture whose screen or mock log does not show what its label "
-                    "says is refused (not written); the exit code is then 1.")
-    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES), metavar="RxC,...",
-                   help=f"terminal sizes (default {DEFAULT_SIZES})")
-    p.add_argument("--out", metavar="DIR",
-                   help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)")
-    p.add_argument("--only", nargs="+", metavar="KIND",
-                   help="capture only these kinds (`bash` or `blocked-bash`); other entries of an existing "
-                        "truth.toml are kept")
+        "captures plus truth.toml. A capture whose screen or mock log does not show what its label "
+        "says is refused (not written); the exit code is then 1.",
+    )
+    p.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=parse_sizes(DEFAULT_SIZES),
+        metavar="RxC,...",
+        help=f"terminal sizes (default {DEFAULT_SIZES})",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="fixture folder (default: fixtures/<agent>/<CLI version> in the working directory)"
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="KIND",
+        help="capture only these kinds (`bash` or `blocked-bash`); other entries of an existing truth.toml are kept",
+    )
     p.add_argument("--plan", default="claude", help="capture plan: a TOML path or a name in panewatch_lab/captures/")
     p.add_argument("--claude", metavar="BIN", help="the CLI (default: $PANEWATCH_CLAUDE_BIN, .lab-npm, PATH)")
     p.add_argument("--jobs", type=int, default=4, help="captures run at once (default 4)")
@@ -88,43 +98,61 @@ def cmd_capture(argv: list[str]) -> int:
         specs = [s for s in specs if s.kind in wanted or s.name in wanted]
     binary = args.claude or find_claude()
     if binary is None:
-        print("panewatch lab capture: no claude CLI (npm install --prefix .lab-npm "
-              f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)", file=sys.stderr)
+        print(
+            "panewatch lab capture: no claude CLI (npm install --prefix .lab-npm "
+            f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     version = claude_version(binary)
     if version is None:
         print(f"panewatch lab capture: {binary} --version said no version", file=sys.stderr)
         return EXIT_USAGE
     if version != PINNED_VERSION:
-        print(f"panewatch lab capture: note: {binary} is {version}, the lab is pinned to {PINNED_VERSION}",
-              file=sys.stderr)
+        print(
+            f"panewatch lab capture: note: {binary} is {version}, the lab is pinned to {PINNED_VERSION}",
+            file=sys.stderr,
+        )
     out = Path(args.out) if args.out else default_root() / plan.agent / version
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sizes = ",".join(f"{r}x{c}" for r, c in args.sizes)
-    how = (f"{shlex.join(['panewatch', 'lab', 'capture', *argv])} ({when}; claude {version}; "
-           f"plan {args.plan}, sizes {sizes})")
+    how = (
+        f"{shlex.join(['panewatch', 'lab', 'capture', *argv])} ({when}; claude {version}; "
+        f"plan {args.plan}, sizes {sizes})"
+    )
 
     def report(result: Captured | Failure, attempt: int) -> None:
         size = f"{result.rows}x{result.cols}"
         if isinstance(result, Captured):
-            print(f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>7} B  {result.seconds:4.1f} s",
-                  file=sys.stderr)
+            print(
+                f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>7} B  {result.seconds:4.1f} s",
+                file=sys.stderr,
+            )
         else:
-            print(f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}",
-                  file=sys.stderr)
+            print(
+                f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}", file=sys.stderr
+            )
 
-    print(f"capturing {len(specs)} kind(s) x {len(args.sizes)} size(s) from {binary} ({version}) into {out}",
-          file=sys.stderr)
-    done, failed = capture_all(plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts,
-                               report=report)
-    files = [(FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind,
-                           note=c.spec.note), c.data) for c in done]
+    print(
+        f"capturing {len(specs)} kind(s) x {len(args.sizes)} size(s) from {binary} ({version}) into {out}",
+        file=sys.stderr,
+    )
+    done, failed = capture_all(plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts, report=report)
+    files = [
+        (
+            FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind, note=c.spec.note),
+            c.data,
+        )
+        for c in done
+    ]
     if files:
         truth = write_folder(out, plan.agent, version, how, files, replace_all=not args.only and not failed)
         print(f"wrote {len(files)} capture(s); {out / 'truth.toml'} lists {len(truth.fixture)}")
     for f in failed:
-        print(f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n" + "\n".join(
-            f"    │{line}" for line in f.error.screen))
+        print(
+            f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n"
+            + "\n".join(f"    │{line}" for line in f.error.screen)
+        )
     return 1 if failed else 0
 
 
@@ -148,18 +176,24 @@ def _canary(argv: list[str]) -> int:
 
 #: name → (help, runner).
 COMMANDS: dict[str, tuple[str, Callable[[list[str]], int]]] = {
-    "mock-api": ("mock Anthropic Messages API driven by a scenario (--port P [--scenario FILE] [--log FILE])",
-                 cmd_mock_api),
-    "fake-agent": ("deterministic stand-in for Claude Code that writes its true state (see --help)",
-                   cmd_fake_agent),
-    "capture": ("labelled raw captures of the real CLI at several terminal sizes, plus truth.toml",
-                cmd_capture),
-    "capture-agent": ("labelled raw captures of Codex, Gemini or Aider against their mocks (--agent A)",
-                      lambda argv: _agent_capture(argv)),
-    "canary": ("install a CLI version, capture its screens, check the bundled manifest (--agent A --version V)",
-               lambda argv: _canary(argv)),
-    "evaluate": ("the seed's detector table: a live agent in a real server vs its ground truth (--agent fake|claude)",
-                 cmd_evaluate),
+    "mock-api": (
+        "mock Anthropic Messages API driven by a scenario (--port P [--scenario FILE] [--log FILE])",
+        cmd_mock_api,
+    ),
+    "fake-agent": ("deterministic stand-in for Claude Code that writes its true state (see --help)", cmd_fake_agent),
+    "capture": ("labelled raw captures of the real CLI at several terminal sizes, plus truth.toml", cmd_capture),
+    "capture-agent": (
+        "labelled raw captures of Codex, Gemini or Aider against their mocks (--agent A)",
+        lambda argv: _agent_capture(argv),
+    ),
+    "canary": (
+        "install a CLI version, capture its screens, check the bundled manifest (--agent A --version V)",
+        lambda argv: _canary(argv),
+    ),
+    "evaluate": (
+        "the seed's detector table: a live agent in a real server vs its ground truth (--agent fake|claude)",
+        cmd_evaluate,
+    ),
 }
 
 

@@ -40,8 +40,16 @@ trust_level = "trusted"
     tmp = home / "tmp"
     tmp.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL") and v}
-    env.update({"HOME": str(home), "CODEX_HOME": str(codex_home), "TMPDIR": str(tmp),
-                "TERM": "xterm-256color", "COLORTERM": "truecolor", "OPENAI_API_KEY": API_KEY})
+    env.update(
+        {
+            "HOME": str(home),
+            "CODEX_HOME": str(codex_home),
+            "TMPDIR": str(tmp),
+            "TERM": "xterm-256color",
+            "COLORTERM": "truecolor",
+            "OPENAI_API_KEY": API_KEY,
+        }
+    )
     env.setdefault("LANG", "C.UTF-8")
     return env
 

@@ -116,7 +116,9 @@ def analyze(records: Sequence[Record], tolerance: float = EARLY_TOLERANCE) -> An
     rows = []
     for info in infos:
         if info.key == "service":
-            changes = [(r["t"], r["v"]) for r in records if r["k"] == "service" and (sid is None or r["session"] == sid)]
+            changes = [
+                (r["t"], r["v"]) for r in records if r["k"] == "service" and (sid is None or r["session"] == sid)
+            ]
         else:
             changes = [(r["t"], r["v"]) for r in records if r["k"] == "det" and r["d"] == info.key]
         runs = clip(positive_runs([(t, needs_you(v)) for t, v in changes], end), start, end)

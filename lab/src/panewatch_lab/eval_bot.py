@@ -55,8 +55,17 @@ async def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 
 
 
 class Bot:
-    def __init__(self, http: httpx.AsyncClient, harness: ServiceHarness, sid: str, recorder: Recorder,
-                 seed: int, timing: Timing, via: str = "service", option_keys: str = "{n}") -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        harness: ServiceHarness,
+        sid: str,
+        recorder: Recorder,
+        seed: int,
+        timing: Timing,
+        via: str = "service",
+        option_keys: str = "{n}",
+    ) -> None:
         self.http, self.harness, self.sid, self.recorder = http, harness, sid, recorder
         self.rng = random.Random(f"panewatch-evaluate-bot-{seed}")
         self.timing, self.via, self.option_keys = timing, via, option_keys
@@ -82,9 +91,16 @@ class Bot:
             status, detail = r.status_code, r.json()
         if status != 200:
             await self._direct(text.encode(), enter=True)
-        self.recorder.add("bot", time.monotonic(), action="send", text=text, started=round(t0, 4),
-                          via=self.via if status in (0, 200) else "direct after refusal", status=status,
-                          refusal=detail if status == 409 else None)
+        self.recorder.add(
+            "bot",
+            time.monotonic(),
+            action="send",
+            text=text,
+            started=round(t0, 4),
+            via=self.via if status in (0, 200) else "direct after refusal",
+            status=status,
+            refusal=detail if status == 409 else None,
+        )
 
     async def answer(self, option: int = 1) -> dict[str, object]:
         """Pick ``option`` of the prompt on screen; returns what the service said."""
@@ -95,10 +111,16 @@ class Bot:
             status, body = r.status_code, r.json()
         if status != 200:
             await self._direct(self.option_keys.replace("{n}", str(option)).encode(), enter=False)
-        record = {"action": "answer", "option": option, "started": round(t0, 4), "status": status,
-                  "via": self.via if status in (0, 200) else "direct after refusal",
-                  "took": body.get("took") if status == 200 else None,
-                  "waited_s": body.get("waited_s"), "refusal": body if status == 409 else None}
+        record = {
+            "action": "answer",
+            "option": option,
+            "started": round(t0, 4),
+            "status": status,
+            "via": self.via if status in (0, 200) else "direct after refusal",
+            "took": body.get("took") if status == 200 else None,
+            "waited_s": body.get("waited_s"),
+            "refusal": body if status == 409 else None,
+        }
         self.recorder.add("bot", time.monotonic(), **record)
         return record
 

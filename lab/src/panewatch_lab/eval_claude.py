@@ -64,9 +64,20 @@ class MockApi:
 
     def start(self, timeout: float = 20.0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(self.port), "--scenario", self.scenario,
-             "--log", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "panewatch_lab.mock_api",
+                "--port",
+                str(self.port),
+                "--scenario",
+                self.scenario,
+                "--log",
+                str(self.log),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -115,8 +126,12 @@ class MockFollower:
         """The tool of the latest main-conversation ``tool_use`` reply that finished after ``t``."""
         tool = None
         for r in self.records:
-            if (r["mono"] > t and r.get("event") == "reply" and r.get("stop_reason") == "tool_use"
-                    and r.get("status") == "complete"):
+            if (
+                r["mono"] > t
+                and r.get("event") == "reply"
+                and r.get("stop_reason") == "tool_use"
+                and r.get("status") == "complete"
+            ):
                 tools = [c.get("name") for c in r.get("content", []) if c.get("type") == "tool_use"]
                 tool = tools[0] if tools else tool
         return tool
@@ -124,8 +139,13 @@ class MockFollower:
     def turn_ended_after(self, t: float) -> float | None:
         """When a main-conversation reply ending the turn finished after ``t``."""
         for r in self.records:
-            if (r["mono"] > t and r.get("event") == "reply" and r.get("stop_reason") == "end_turn"
-                    and r.get("status") == "complete" and not str(r.get("step", "")).startswith("side")):
+            if (
+                r["mono"] > t
+                and r.get("event") == "reply"
+                and r.get("stop_reason") == "end_turn"
+                and r.get("status") == "complete"
+                and not str(r.get("step", "")).startswith("side")
+            ):
                 return r["mono"]
         return None
 
@@ -133,8 +153,7 @@ class MockFollower:
 class ClaudeDriver:
     agent = "claude"
 
-    def __init__(self, binary: str, workdir: Path, recorder: Recorder, rows: int, cols: int,
-                 tasks: list[str]) -> None:
+    def __init__(self, binary: str, workdir: Path, recorder: Recorder, rows: int, cols: int, tasks: list[str]) -> None:
         self.binary, self.workdir, self.recorder, self.rows, self.cols = binary, workdir, recorder, rows, cols
         self.tasks = tasks
         self.project = workdir / "project"
@@ -168,12 +187,24 @@ class ClaudeDriver:
         self.env = prepare_home(self.workdir / "home", self.project, API_KEY, self.mock.url)
 
     def meta(self) -> dict[str, Any]:
-        return {"cli": self.binary, "cli_version": self.version, "task_names": self.tasks,
-                "watch_backend": self.watch.backend, "dialogs": DIALOGS}
+        return {
+            "cli": self.binary,
+            "cli_version": self.version,
+            "task_names": self.tasks,
+            "watch_backend": self.watch.backend,
+            "dialogs": DIALOGS,
+        }
 
     def session_body(self) -> dict[str, Any]:
-        return {"agent": "claude", "command": claude_argv(self.binary), "cwd": str(self.project), "env": self.env,
-                "rows": self.rows, "cols": self.cols, "name": "evaluate-claude"}
+        return {
+            "agent": "claude",
+            "command": claude_argv(self.binary),
+            "cwd": str(self.project),
+            "env": self.env,
+            "rows": self.rows,
+            "cols": self.cols,
+            "name": "evaluate-claude",
+        }
 
     def _reset_files(self, task: str) -> None:
         """What the user does between tasks so each dialog is the first-time one."""
@@ -225,8 +256,9 @@ class ClaudeDriver:
             if not gone:
                 await bot.retry_answer(1)
                 gone = await wait_for(lambda d=dialog: d not in self.present, 10)
-            self.recorder.add("bot", time.monotonic(), action="verified", dialog=dialog, gone=gone,
-                              shown=round(shown, 4))
+            self.recorder.add(
+                "bot", time.monotonic(), action="verified", dialog=dialog, gone=gone, shown=round(shown, 4)
+            )
             deadline = max(deadline, time.monotonic() + 60)
         return None
 

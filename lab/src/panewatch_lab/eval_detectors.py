@@ -47,10 +47,14 @@ def detector_infos(sweep_s: float = 0.7, quiet: Sequence[float] = QUIET_THRESHOL
     """The seed's rows, in the seed's order (the service's own row is added by the report)."""
     return [
         DetectorInfo("screen_50ms", "Screen rules, every 50 ms", "state", "rules, 50 ms"),
-        DetectorInfo("screen_sweep", f"Screen rules, {sweep_s * 1000:.0f} ms sweep", "state",
-                     f"rules, {sweep_s * 1000:.0f} ms sweep"),
+        DetectorInfo(
+            "screen_sweep",
+            f"Screen rules, {sweep_s * 1000:.0f} ms sweep",
+            "state",
+            f"rules, {sweep_s * 1000:.0f} ms sweep",
+        ),
         DetectorInfo("tail", "Same rules on the stripped 8 KB tail", "state", "rules on 8 KB tail"),
-        DetectorInfo("question", "A screen line ending in \"?\"", "flag", "line ends in ?"),
+        DetectorInfo("question", 'A screen line ending in "?"', "flag", "line ends in ?"),
         *(DetectorInfo(quiet_key(q), f"Output quiet ≥ {q:g} s", "flag", f"quiet ≥ {q:g} s") for q in quiet),
     ]
 
@@ -62,8 +66,16 @@ def quiet_key(seconds: float) -> str:
 class ShadowDetectors:
     """Every seed detector over one stream of bytes (not thread-safe: one feeder)."""
 
-    def __init__(self, manifest: CompiledManifest | Callable[[], CompiledManifest], rows: int, cols: int, *,
-                 sweep_s: float = 0.7, quiet: Sequence[float] = QUIET_THRESHOLDS, backend: str = "pyte") -> None:
+    def __init__(
+        self,
+        manifest: CompiledManifest | Callable[[], CompiledManifest],
+        rows: int,
+        cols: int,
+        *,
+        sweep_s: float = 0.7,
+        quiet: Sequence[float] = QUIET_THRESHOLDS,
+        backend: str = "pyte",
+    ) -> None:
         # a callable is asked at every read: the service's own store, so that a manifest edited
         # during a run (the service reloads it) changes both sides' rules at once
         self._manifest = manifest
@@ -139,9 +151,15 @@ class ScreenWatch:
 class DetectorThread(threading.Thread):
     """Consumes tapped chunks, ticks the detectors, records changes in the recorder."""
 
-    def __init__(self, detectors: ShadowDetectors, recorder: Recorder, *, tick: float = TICK_S,
-                 watch: ScreenWatch | None = None,
-                 on_watch: Callable[[float, frozenset[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        detectors: ShadowDetectors,
+        recorder: Recorder,
+        *,
+        tick: float = TICK_S,
+        watch: ScreenWatch | None = None,
+        on_watch: Callable[[float, frozenset[str]], None] | None = None,
+    ) -> None:
         super().__init__(name="eval-detectors", daemon=True)
         self.detectors, self.recorder, self.tick, self.watch, self.on_watch = detectors, recorder, tick, watch, on_watch
         self.chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()

@@ -63,16 +63,37 @@ class FakeDriver:
         self.state_file.unlink(missing_ok=True)
 
     def meta(self) -> dict[str, Any]:
-        return {"speed": self.opts.speed, "prompt_prob": self.opts.prompt_prob,
-                "question_prob": self.opts.question_prob}
+        return {
+            "speed": self.opts.speed,
+            "prompt_prob": self.opts.prompt_prob,
+            "question_prob": self.opts.question_prob,
+        }
 
     def session_body(self) -> dict[str, Any]:
         o = self.opts
-        command = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(o.seed), "--speed", str(o.speed),
-                   "--prompt-prob", str(o.prompt_prob), "--question-prob", str(o.question_prob),
-                   "--state-file", str(self.state_file)]
-        return {"agent": "fake", "command": command, "cwd": str(self.workdir), "rows": self.rows, "cols": self.cols,
-                "name": f"evaluate-fake-{o.seed}"}
+        command = [
+            sys.executable,
+            "-m",
+            "panewatch_lab.fake_agent",
+            "--seed",
+            str(o.seed),
+            "--speed",
+            str(o.speed),
+            "--prompt-prob",
+            str(o.prompt_prob),
+            "--question-prob",
+            str(o.question_prob),
+            "--state-file",
+            str(self.state_file),
+        ]
+        return {
+            "agent": "fake",
+            "command": command,
+            "cwd": str(self.workdir),
+            "rows": self.rows,
+            "cols": self.cols,
+            "name": f"evaluate-fake-{o.seed}",
+        }
 
     async def _next(self, timeout: float) -> dict[str, Any]:
         return await asyncio.wait_for(self.truth.queue.get(), timeout)

@@ -36,8 +36,7 @@ def plot(a: Analysis, path: Path, title: str, slice_s: float = SLICE_S) -> bool:
     span = a.end - a.start
     slices = max(1, math.ceil(span / slice_s - 1e-9))
     slice_len = min(slice_s, span) if slices == 1 else slice_s
-    bands: list[tuple[str, list[tuple[float, float, str]]]] = [
-        ("truth", [(s.start, s.end, s.state) for s in a.truth])]
+    bands: list[tuple[str, list[tuple[float, float, str]]]] = [("truth", [(s.start, s.end, s.state) for s in a.truth])]
     for row in a.rows:
         label = row.info.short or row.info.label
         if row.info.kind == "state":
@@ -54,8 +53,12 @@ def plot(a: Analysis, path: Path, title: str, slice_s: float = SLICE_S) -> bool:
             for s, e, state in spans:
                 s, e = max(s, lo), min(e, hi)
                 if e > s:
-                    ax.broken_barh([(s - a.start, e - s)], (len(bands) - 1 - y - 0.4, 0.8),
-                                   facecolors=COLOURS.get(state, "#999999"), linewidth=0)
+                    ax.broken_barh(
+                        [(s - a.start, e - s)],
+                        (len(bands) - 1 - y - 0.4, 0.8),
+                        facecolors=COLOURS.get(state, "#999999"),
+                        linewidth=0,
+                    )
         for t in hooks:
             if lo <= t < hi:
                 ax.axvline(t - a.start, color="#2ca02c", linewidth=0.6, alpha=0.7)
@@ -66,8 +69,11 @@ def plot(a: Analysis, path: Path, title: str, slice_s: float = SLICE_S) -> bool:
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     axes[-1, 0].set_xlabel("seconds since the agent first went idle", fontsize=8)
-    legend = [Patch(color=COLOURS["blocked"], label="blocked / needs you"),
-              Patch(color=COLOURS["working"], label="working"), Patch(color=COLOURS["idle"], label="idle")]
+    legend = [
+        Patch(color=COLOURS["blocked"], label="blocked / needs you"),
+        Patch(color=COLOURS["working"], label="working"),
+        Patch(color=COLOURS["idle"], label="idle"),
+    ]
     if hooks:
         legend.append(Patch(color="#2ca02c", label="hook report"))
     fig.legend(handles=legend, loc="upper right", fontsize=8, ncol=len(legend))

@@ -25,8 +25,18 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 #: x86-64 system call numbers seen in waiting agents (others are shown as numbers).
 SYSCALLS_X86_64 = {
-    0: "read", 1: "write", 7: "poll", 23: "select", 35: "nanosleep", 61: "wait4", 202: "futex",
-    230: "clock_nanosleep", 232: "epoll_wait", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait",
+    0: "read",
+    1: "write",
+    7: "poll",
+    23: "select",
+    35: "nanosleep",
+    61: "wait4",
+    202: "futex",
+    230: "clock_nanosleep",
+    232: "epoll_wait",
+    270: "pselect6",
+    271: "ppoll",
+    281: "epoll_pwait",
     441: "epoll_pwait2",
 }
 
@@ -44,12 +54,17 @@ def sample(pid: int) -> dict[str, object] | None:
     stat = _read(f"/proc/{pid}/stat")
     if stat is None:
         return None
-    fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
+    fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
     state, utime, stime, threads = fields[0], int(fields[11]), int(fields[12]), int(fields[17])
     syscall = _read(f"/proc/{pid}/syscall") or "?"
     first = syscall.split()[0] if syscall else "?"
-    return {"state": state, "cpu": utime + stime, "threads": threads,
-            "wchan": _read(f"/proc/{pid}/wchan") or "?", "syscall": first}
+    return {
+        "state": state,
+        "cpu": utime + stime,
+        "threads": threads,
+        "wchan": _read(f"/proc/{pid}/wchan") or "?",
+        "syscall": first,
+    }
 
 
 def syscall_name(first: str) -> str:

@@ -27,8 +27,7 @@ SEED_ROWS: dict[str, tuple[str, str, str, str, str, str]] = {
     "quiet_8": ("–", "–", "25 / 25", "0 s", "0", "6 / 7 s"),
 }
 
-HEADER = ("Detector", "Median latency", "Max", "Missed", "Persistence", "False, agent working",
-          "False, agent idle")
+HEADER = ("Detector", "Median latency", "Max", "Missed", "Persistence", "False, agent working", "False, agent idle")
 
 
 def seconds(value: float | None, digits: int = 2) -> str:
@@ -42,8 +41,14 @@ def alarms(row: DetectorRow, state: str) -> str:
 
 def cells(row: DetectorRow) -> list[str]:
     s = row.score
-    return [seconds(s.median_latency), seconds(s.max_latency), f"{s.missed} / {len(s.prompts)}",
-            seconds(s.mean_persistence, 1), alarms(row, "working"), alarms(row, "idle")]
+    return [
+        seconds(s.median_latency),
+        seconds(s.max_latency),
+        f"{s.missed} / {len(s.prompts)}",
+        seconds(s.mean_persistence, 1),
+        alarms(row, "working"),
+        alarms(row, "idle"),
+    ]
 
 
 def table(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -83,8 +88,16 @@ def proc_table(rows: Sequence[StateRow]) -> str:
     body = []
     for r in rows:
         cpu = "–" if r.cpu_percent is None else f"{r.cpu_percent:.2f}%"
-        body.append([r.state, str(r.samples), _shares(r.letters, r.samples), _shares(r.wchans, r.samples),
-                     _shares(r.syscalls, r.samples), cpu])
+        body.append(
+            [
+                r.state,
+                str(r.samples),
+                _shares(r.letters, r.samples),
+                _shares(r.wchans, r.samples),
+                _shares(r.syscalls, r.samples),
+                cpu,
+            ]
+        )
     return table(("True state", "Samples", "State letter", "wchan", "syscall", "CPU, of a core"), body)
 
 
@@ -114,15 +127,19 @@ NOTES_BEGIN, NOTES_END = "<!-- notes:begin -->", "<!-- notes:end -->"
 #: A hook may arrive this long before the true change it reports and still be matched to it.
 HOOK_LEAD_S = 0.5
 
-TRUTH_FAKE = ("the fake agent's own side file: it appends its state right after writing the screen that shows "
-              "it (`blocked` once a permission dialog is drawn, `working` once the answer erased it, `idle` at "
-              "the end of a turn).")
-TRUTH_CLAUDE = ("pieced together from what the detectors never read: `working` from the moment the bot's "
-                "Enter was written; **prompt drawn** = the first moment the dialog's question *and* its footer "
-                "(e.g. `Do you want to proceed?` + `Esc to cancel · Tab to amend`) are on an independent "
-                "emulated screen ({backend}) fed the same bytes, counted only between a mock-API reply that "
-                "ended in `tool_use` and the next model request; `blocked` lasts until they leave that screen; "
-                "`idle` from the moment a reply ending the turn (`end_turn`) finished streaming (mock log).")
+TRUTH_FAKE = (
+    "the fake agent's own side file: it appends its state right after writing the screen that shows "
+    "it (`blocked` once a permission dialog is drawn, `working` once the answer erased it, `idle` at "
+    "the end of a turn)."
+)
+TRUTH_CLAUDE = (
+    "pieced together from what the detectors never read: `working` from the moment the bot's "
+    "Enter was written; **prompt drawn** = the first moment the dialog's question *and* its footer "
+    "(e.g. `Do you want to proceed?` + `Esc to cancel · Tab to amend`) are on an independent "
+    "emulated screen ({backend}) fed the same bytes, counted only between a mock-API reply that "
+    "ended in `tool_use` and the next model request; `blocked` lasts until they leave that screen; "
+    "`idle` from the moment a reply ending the turn (`end_turn`) finished streaming (mock log)."
+)
 
 DEFINITIONS = """\
 * **Latency**: from the prompt drawn (truth) to the first moment the detector says "needs you"
@@ -149,19 +166,28 @@ def bot_summary(a: Analysis) -> list[str]:
     answers = [r for r in bot if r.get("action") == "answer"]
     lines = []
     refused_sends = [r for r in sends if r.get("status") == 409]
-    lines.append(f"* Tasks typed: {len(sends)}, via `{a.meta.get('answer_via', 'service')}`"
-                 + (f" (`POST /send` refused {len(refused_sends)}: "
-                    + "; ".join(str((r.get('refusal') or {}).get('detail')) for r in refused_sends) + ")"
-                    if refused_sends else " (`POST /send` refused none)" if a.meta.get("answer_via") == "service"
-                    else ""))
+    lines.append(
+        f"* Tasks typed: {len(sends)}, via `{a.meta.get('answer_via', 'service')}`"
+        + (
+            f" (`POST /send` refused {len(refused_sends)}: "
+            + "; ".join(str((r.get("refusal") or {}).get("detail")) for r in refused_sends)
+            + ")"
+            if refused_sends
+            else " (`POST /send` refused none)"
+            if a.meta.get("answer_via") == "service"
+            else ""
+        )
+    )
     took = [r for r in answers if r.get("took")]
     refused = [r for r in answers if r.get("status") == 409]
     waited = sorted(r["waited_s"] for r in answers if r.get("waited_s") is not None)
     text = f"* Answers: {len(answers)}"
     if a.meta.get("answer_via", "service") == "service":
-        text += (f" through `POST /answer`; the service confirmed {len(took)} took (prompt gone on its fresh "
-                 f"re-read{f', after {waited[len(waited) // 2]:.2f} s median' if waited else ''}); "
-                 f"refused {len(refused)}")
+        text += (
+            f" through `POST /answer`; the service confirmed {len(took)} took (prompt gone on its fresh "
+            f"re-read{f', after {waited[len(waited) // 2]:.2f} s median' if waited else ''}); "
+            f"refused {len(refused)}"
+        )
         if refused:
             text += ": " + "; ".join(str((r.get("refusal") or {}).get("detail")) for r in refused)
     lines.append(text + ".")
@@ -169,13 +195,17 @@ def bot_summary(a: Analysis) -> list[str]:
     verified = [r for r in bot if r.get("action") == "verified"]
     if verified:
         gone = [r for r in verified if r.get("gone")]
-        lines.append(f"* Independent check: {len(gone)} / {len(verified)} dialogs left the independent screen "
-                     f"within 5 s of the answer; {tool_results(a)}.")
+        lines.append(
+            f"* Independent check: {len(gone)} / {len(verified)} dialogs left the independent screen "
+            f"within 5 s of the answer; {tool_results(a)}."
+        )
     if retries:
         lines.append(f"* Answers typed again straight into the PTY because the prompt stayed: {len(retries)}.")
     timeouts = [r for r in bot if r.get("action") == "timeout"]
     if timeouts:
-        lines.append(f"* **Turns that never ended** (run cut short): {', '.join(r.get('task', '?') for r in timeouts)}.")
+        lines.append(
+            f"* **Turns that never ended** (run cut short): {', '.join(r.get('task', '?') for r in timeouts)}."
+        )
     return lines
 
 
@@ -217,14 +247,16 @@ def hook_summary(a: Analysis) -> list[str]:
         by_event.setdefault(key, []).append(r["t"] - nearest)
     for key, offsets in sorted(by_event.items()):
         offsets.sort()
-        lines.append(f"* `{key}`: {offsets[len(offsets) // 2]:+.2f} s after the true change to that state "
-                     f"(median of {len(offsets)}, range {offsets[0]:+.2f} … {offsets[-1]:+.2f} s)")
+        lines.append(
+            f"* `{key}`: {offsets[len(offsets) // 2]:+.2f} s after the true change to that state "
+            f"(median of {len(offsets)}, range {offsets[0]:+.2f} … {offsets[-1]:+.2f} s)"
+        )
     return lines
 
 
 def kept_notes(previous: str) -> str:
     if NOTES_BEGIN in previous and NOTES_END in previous:
-        return previous[previous.index(NOTES_BEGIN): previous.index(NOTES_END) + len(NOTES_END)]
+        return previous[previous.index(NOTES_BEGIN) : previous.index(NOTES_END) + len(NOTES_END)]
     return f"{NOTES_BEGIN}\n_(no notes yet)_\n{NOTES_END}"
 
 
@@ -272,21 +304,46 @@ def render(a: Analysis, picture: str | None, log: str | None, previous: str = ""
         "",
     ]
     if picture:
-        parts += ["## Timeline", "", f"![truth against each detector]({picture})", "",
-                  "Red: blocked / needs you; blue: working; grey: idle"
-                  + ("; green ticks: hook reports" if any(r["k"] == "hook" for r in a.records) else "") + ".", ""]
+        parts += [
+            "## Timeline",
+            "",
+            f"![truth against each detector]({picture})",
+            "",
+            "Red: blocked / needs you; blue: working; grey: idle"
+            + ("; green ticks: hook reports" if any(r["k"] == "hook" for r in a.records) else "")
+            + ".",
+            "",
+        ]
     parts += ["## The bot's writes", "", *bot_summary(a), ""]
     hooks = hook_summary(a)
     if hooks:
         parts += ["## Hook reports (`--settings` hooks → `POST /report`)", "", *hooks, ""]
-    parts += ["## Process states", "",
-              "`/proc/PID/stat` (state letter, CPU), `/proc/PID/wchan`, `/proc/PID/syscall` of the agent's main "
-              "thread, twice a second, grouped by the true state at that moment.", "", proc_table(a.proc), "",
-              "## Notes", "", kept_notes(previous), "",
-              "## Per prompt", "", detail_table(a), "",
-              "## Definitions", "", DEFINITIONS, ""]
+    parts += [
+        "## Process states",
+        "",
+        "`/proc/PID/stat` (state letter, CPU), `/proc/PID/wchan`, `/proc/PID/syscall` of the agent's main "
+        "thread, twice a second, grouped by the true state at that moment.",
+        "",
+        proc_table(a.proc),
+        "",
+        "## Notes",
+        "",
+        kept_notes(previous),
+        "",
+        "## Per prompt",
+        "",
+        detail_table(a),
+        "",
+        "## Definitions",
+        "",
+        DEFINITIONS,
+        "",
+    ]
     if log:
-        parts += [f"Raw log: [`{log}`]({log}) (JSON lines: `truth`, `det`, `service`, `hook`, `mock`, `watch`, "
-                  f"`bot`, `proc` records on one monotonic clock). Re-render this page from it with "
-                  f"`panewatch lab evaluate --analyze benchmarks/evaluation/{log}`.", ""]
+        parts += [
+            f"Raw log: [`{log}`]({log}) (JSON lines: `truth`, `det`, `service`, `hook`, `mock`, `watch`, "
+            f"`bot`, `proc` records on one monotonic clock). Re-render this page from it with "
+            f"`panewatch lab evaluate --analyze benchmarks/evaluation/{log}`.",
+            "",
+        ]
     return "\n".join(parts)

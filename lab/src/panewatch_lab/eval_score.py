@@ -164,8 +164,7 @@ def score(truth: Sequence[Segment], runs: Sequence[Interval], tolerance: float =
         for p0, p1 in _subtract(run, blocked):
             if run[0] < p0 - _EPS and any(abs(p0 - b1) <= _EPS for _, b1 in blocked):
                 continue  # went on from inside a prompt past its answer: persistence
-            if (p1 - p0 <= tolerance + _EPS and run[1] > p1 + _EPS
-                    and any(abs(p1 - b0) <= _EPS for b0, _ in blocked)):
+            if p1 - p0 <= tolerance + _EPS and run[1] > p1 + _EPS and any(abs(p1 - b0) <= _EPS for b0, _ in blocked):
                 result.early.append((p0, p1))
                 continue
             for seg in truth:

@@ -60,10 +60,15 @@ class ServiceHarness:
             self._tap(event.data)
         elif isinstance(event, Reported):
             payload = event.payload
-            self.recorder.add("hook", time.monotonic(), session=event.session,
-                              event=payload.get("hook_event_name") or "report",
-                              notification=payload.get("notification_type"), tool=payload.get("tool_name"),
-                              state=event.state)
+            self.recorder.add(
+                "hook",
+                time.monotonic(),
+                session=event.session,
+                event=payload.get("hook_event_name") or "report",
+                notification=payload.get("notification_type"),
+                tool=payload.get("tool_name"),
+                state=event.state,
+            )
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -112,10 +117,25 @@ async def watch_states(harness: ServiceHarness, recorder: Recorder, ready: async
             if kind == "snapshot":
                 ready.set()
                 for s in event.get("sessions", []):
-                    recorder.add("service", t, session=s["id"], v=s["state"], source=s.get("source"),
-                                 rule=s.get("rule"), snapshot=True)
+                    recorder.add(
+                        "service",
+                        t,
+                        session=s["id"],
+                        v=s["state"],
+                        source=s.get("source"),
+                        rule=s.get("rule"),
+                        snapshot=True,
+                    )
             elif kind == "state":
-                recorder.add("service", t, session=event["session"], v=event["state"], source=event.get("source"),
-                             rule=event.get("rule"), why=event.get("why"), at=event.get("at"))
+                recorder.add(
+                    "service",
+                    t,
+                    session=event["session"],
+                    v=event["state"],
+                    source=event.get("source"),
+                    rule=event.get("rule"),
+                    why=event.get("why"),
+                    at=event.get("at"),
+                )
             elif kind == "notification":
                 recorder.add("notification", t, session=event.get("session"), state=event.get("state"))

@@ -53,8 +53,9 @@ DEFAULT_OUT = Path("benchmarks") / "evaluation"
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--agent", choices=("fake", "claude"), help="what runs in the pane")
     p.add_argument("--seed", type=int, default=7, help="fake agent's plan and the bot's delays")
     p.add_argument("--tasks", type=int, help="tasks the bot types (default: 30 fake, 10 claude)")
@@ -63,12 +64,26 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="fake agent: divide its durations by this")
     p.add_argument("--prompt-prob", type=float, default=0.4, help="fake agent: chance a tool call asks first")
     p.add_argument("--question-prob", type=float, default=0.3, help="fake agent: chance a reply ends in a question")
-    p.add_argument("--answer-delay", type=parse_range, default=(3.0, 8.0), metavar="LO,HI",
-                   help="seconds from a prompt drawn to the bot's answer")
-    p.add_argument("--task-delay", type=parse_range, default=(3.0, 10.0), metavar="LO,HI",
-                   help="seconds from a turn's end to the next task")
-    p.add_argument("--answer-via", choices=("service", "direct"), default="service",
-                   help="POST /send and /answer (guarded), or keys straight into the PTY")
+    p.add_argument(
+        "--answer-delay",
+        type=parse_range,
+        default=(3.0, 8.0),
+        metavar="LO,HI",
+        help="seconds from a prompt drawn to the bot's answer",
+    )
+    p.add_argument(
+        "--task-delay",
+        type=parse_range,
+        default=(3.0, 10.0),
+        metavar="LO,HI",
+        help="seconds from a turn's end to the next task",
+    )
+    p.add_argument(
+        "--answer-via",
+        choices=("service", "direct"),
+        default="service",
+        help="POST /send and /answer (guarded), or keys straight into the PTY",
+    )
     p.add_argument("--sweep-ms", type=int, default=700, help="the service's sweep, and the seed's sweep detector")
     p.add_argument("--rows", type=int, default=32)
     p.add_argument("--cols", type=int, default=120)
@@ -86,16 +101,19 @@ async def run(args: argparse.Namespace, command: str, workdir: Path) -> list[Rec
     rec = Recorder()
     driver: Any
     if args.agent == "fake":
-        driver = FakeDriver(FakeOptions(args.seed, args.speed, args.prompt_prob, args.question_prob), workdir,
-                            rec, args.rows, args.cols)
+        driver = FakeDriver(
+            FakeOptions(args.seed, args.speed, args.prompt_prob, args.question_prob), workdir, rec, args.rows, args.cols
+        )
         tasks = args.tasks or 30
     else:
         from .claude_env import find_claude
 
         binary = args.claude or find_claude()
         if binary is None:
-            raise SystemExit(f"{PROG}: no claude CLI (npm install --prefix .lab-npm "
-                             "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)")
+            raise SystemExit(
+                f"{PROG}: no claude CLI (npm install --prefix .lab-npm "
+                "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)"
+            )
         names = args.claude_tasks.split(",") if args.claude_tasks else list(CLAUDE_TASKS)
         count = args.tasks or len(names)
         names = [names[i % len(names)] for i in range(count)]
@@ -126,19 +144,43 @@ async def run(args: argparse.Namespace, command: str, workdir: Path) -> list[Rec
             r = await http.post("/api/sessions", json=driver.session_body())
             r.raise_for_status()
             info = r.json()
-            rec.add("meta", time.monotonic(), agent=driver.agent, command=command, session=info["id"],
-                    pid=info["pid"], seed=args.seed, tasks=tasks, sweep_ms=args.sweep_ms,
-                    quiet=list(QUIET_THRESHOLDS), rows=args.rows, cols=args.cols, answer_via=args.answer_via,
-                    answer_delay=list(args.answer_delay), task_delay=list(args.task_delay),
-                    started=datetime.fromtimestamp(started_wall, UTC).isoformat(timespec="seconds"),
-                    panewatch=__version__, python=platform.python_version(),
-                    platform=f"{platform.system()} {platform.release()} {platform.machine()}",
-                    backend=harness.settings.backend, manifest_version=manifest.manifest.version,
-                    git=await asyncio.to_thread(git_state), **driver.meta())
+            rec.add(
+                "meta",
+                time.monotonic(),
+                agent=driver.agent,
+                command=command,
+                session=info["id"],
+                pid=info["pid"],
+                seed=args.seed,
+                tasks=tasks,
+                sweep_ms=args.sweep_ms,
+                quiet=list(QUIET_THRESHOLDS),
+                rows=args.rows,
+                cols=args.cols,
+                answer_via=args.answer_via,
+                answer_delay=list(args.answer_delay),
+                task_delay=list(args.task_delay),
+                started=datetime.fromtimestamp(started_wall, UTC).isoformat(timespec="seconds"),
+                panewatch=__version__,
+                python=platform.python_version(),
+                platform=f"{platform.system()} {platform.release()} {platform.machine()}",
+                backend=harness.settings.backend,
+                manifest_version=manifest.manifest.version,
+                git=await asyncio.to_thread(git_state),
+                **driver.meta(),
+            )
             sampler = ProcSampler(info["pid"], rec)
             sampler.start()
-            bot = Bot(http, harness, info["id"], rec, args.seed, Timing(args.answer_delay, args.task_delay),
-                      via=args.answer_via, option_keys=manifest.manifest.option_keys)
+            bot = Bot(
+                http,
+                harness,
+                info["id"],
+                rec,
+                args.seed,
+                Timing(args.answer_delay, args.task_delay),
+                via=args.answer_via,
+                option_keys=manifest.manifest.option_keys,
+            )
             try:
                 await driver.drive(bot, tasks, args.tail)
             finally:
@@ -157,12 +199,26 @@ def git_state() -> str:
     """``<commit>`` plus the files that differed from it when the run started (a shared tree):
     of the checkout the working directory is in."""
     try:
-        root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10,
-                              check=False).stdout.strip() or "."
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "manifests", "service", "lab"],
-                               capture_output=True, text=True, timeout=10, check=False).stdout.split("\n")
+        root = (
+            subprocess.run(
+                ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout.strip()
+            or "."
+        )
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "manifests", "service", "lab"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     changed = [line[3:] for line in dirty if line[:2].strip() == "M"]
@@ -187,9 +243,15 @@ def write_outputs(a: Analysis, out: Path, name: str, *, png: bool, log: list[Rec
         eval_log.save(log, log_path)
         written.append(log_path)
     previous = md_path.read_text(encoding="utf-8") if md_path.exists() else ""
-    md_path.write_text(render(a, picture.name if has_png or picture.exists() else None,
-                              log_path.name if log is not None or log_path.exists() else None, previous),
-                       encoding="utf-8")
+    md_path.write_text(
+        render(
+            a,
+            picture.name if has_png or picture.exists() else None,
+            log_path.name if log is not None or log_path.exists() else None,
+            previous,
+        ),
+        encoding="utf-8",
+    )
     written.insert(0, md_path)
     return written
 
@@ -228,8 +290,10 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     for path in write_outputs(a, args.out, name, png=not args.no_png, log=None if args.no_log else records):
         print(path)
     service = a.row("service").score
-    print(f"service: {len(service.prompts) - service.missed}/{len(service.prompts)} prompts caught, "
-          f"false alarms {service.false_alarms('working')[0]} working / {service.false_alarms('idle')[0]} idle")
+    print(
+        f"service: {len(service.prompts) - service.missed}/{len(service.prompts)} prompts caught, "
+        f"false alarms {service.false_alarms('working')[0]} working / {service.false_alarms('idle')[0]} idle"
+    )
     return 0
 
 

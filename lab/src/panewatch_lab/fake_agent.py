@@ -40,7 +40,14 @@ PROCESS_NAME = b"fake-agent"
 
 # 256-colour SGR as the real CLI emits them with TERM=xterm-256color.
 ACCENT, GREY, DIM_RULE, SELECT, RESET, BOLD, NORMAL = (
-    "\x1b[38;5;174m", "\x1b[38;5;246m", "\x1b[38;5;239m", "\x1b[38;5;153m", "\x1b[39m", "\x1b[1m", "\x1b[22m")
+    "\x1b[38;5;174m",
+    "\x1b[38;5;246m",
+    "\x1b[38;5;239m",
+    "\x1b[38;5;153m",
+    "\x1b[39m",
+    "\x1b[1m",
+    "\x1b[22m",
+)
 
 
 # -- the plan: everything random is decided here, from the seed ------------------------------
@@ -66,16 +73,23 @@ class Turn:
     done_verb: str = ""
 
 
-def plan_turn(rng: random.Random, wording: dict[str, Any], speed: float, prompt_prob: float,
-              question_prob: float) -> Turn:
+def plan_turn(
+    rng: random.Random, wording: dict[str, Any], speed: float, prompt_prob: float, question_prob: float
+) -> Turn:
     """Draw one turn from ``rng`` (same seed, same arguments: same turns)."""
     turn = Turn(think_seconds=rng.uniform(0.5, 3.0) / speed, verb=rng.choice(wording["spinner_verbs"]))
     for _ in range(rng.randint(1, 3)):
         tool = rng.choice(wording["tools"])
         roll = rng.random()  # drawn even for read-only tools, so the sequence does not depend on them
         asks = not tool.get("read_only", False) and roll < prompt_prob
-        turn.steps.append(Step(tool=tool, asks=asks, run_seconds=rng.uniform(0.5, 6.0) / speed,
-                               think_seconds=rng.uniform(0.3, 2.0) / speed))
+        turn.steps.append(
+            Step(
+                tool=tool,
+                asks=asks,
+                run_seconds=rng.uniform(0.5, 6.0) / speed,
+                think_seconds=rng.uniform(0.3, 2.0) / speed,
+            )
+        )
     turn.reply = rng.choice(wording["replies"])
     turn.asks_follow_up = rng.random() < question_prob
     turn.done_verb = rng.choice(wording["done_verbs"])
@@ -280,8 +294,10 @@ class Agent:
 
     def spin_forever(self) -> None:
         """--spin-only: one turn that never ends, the spinner redrawn at 10 Hz."""
-        self.term.show([f"{self.w['input_prefix']}keep working", ""],
-                       self.working(spinner_frame(self.w, 0, self.w["spinner_verbs"][0], time.monotonic())))
+        self.term.show(
+            [f"{self.w['input_prefix']}keep working", ""],
+            self.working(spinner_frame(self.w, 0, self.w["spinner_verbs"][0], time.monotonic())),
+        )
         self.set_state("working")
         self.spin(float("inf"), self.w["spinner_verbs"][0], time.monotonic())
 
@@ -336,10 +352,19 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m panewatch_l
     p.add_argument("--max-tasks", type=int, default=None, help="exit after this many tasks")
     p.add_argument("--wording", default=str(WORDING), help="TOML file with the on-screen wording")
     p.add_argument("--plan", type=int, metavar="N", help="print the first N turns as JSON and exit")
-    p.add_argument("--auto", action="store_true",
-                   help="type its own tasks and answer its own prompts (1. Yes) after --hold seconds; no input read")
-    p.add_argument("--hold", type=float, nargs=2, default=(0.8, 1.6), metavar=("MIN", "MAX"),
-                   help="--auto: seconds a prompt or the idle box stays before it answers or starts the next task")
+    p.add_argument(
+        "--auto",
+        action="store_true",
+        help="type its own tasks and answer its own prompts (1. Yes) after --hold seconds; no input read",
+    )
+    p.add_argument(
+        "--hold",
+        type=float,
+        nargs=2,
+        default=(0.8, 1.6),
+        metavar=("MIN", "MAX"),
+        help="--auto: seconds a prompt or the idle box stays before it answers or starts the next task",
+    )
     p.add_argument("--spin-only", action="store_true", help="work forever: only the spinner moves (10 Hz)")
     args = p.parse_args(argv)
     if args.speed <= 0:

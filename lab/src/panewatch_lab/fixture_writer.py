@@ -32,9 +32,16 @@ def render_truth(truth: TruthFile) -> str:
         f"how = {_toml_str(truth.how)}",
     ]
     for fx in truth.fixture:
-        out += ["", "[[fixture]]", f"file = {_toml_str(fx.file)}", f"state = {_toml_str(fx.state)}",
-                f"rows = {fx.rows}", f"cols = {fx.cols}", f"kind = {_toml_str(fx.kind)}",
-                f"note = {_toml_str(fx.note)}"]
+        out += [
+            "",
+            "[[fixture]]",
+            f"file = {_toml_str(fx.file)}",
+            f"state = {_toml_str(fx.state)}",
+            f"rows = {fx.rows}",
+            f"cols = {fx.cols}",
+            f"kind = {_toml_str(fx.kind)}",
+            f"note = {_toml_str(fx.note)}",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -45,8 +52,9 @@ def read_truth(folder: Path) -> TruthFile | None:
     return TruthFile.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
 
 
-def write_folder(folder: Path, agent: str, version: str, how: str, files: Sequence[tuple[FixtureTruth, bytes]],
-                 replace_all: bool) -> TruthFile:
+def write_folder(
+    folder: Path, agent: str, version: str, how: str, files: Sequence[tuple[FixtureTruth, bytes]], replace_all: bool
+) -> TruthFile:
     """Write the raw files and the truth file.
 
     ``replace_all``: the folder becomes exactly these captures (other ``.raw`` files are

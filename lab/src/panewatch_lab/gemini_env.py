@@ -23,16 +23,21 @@ def find_gemini(prefix: str | Path | None = None) -> str | None:
     return str(local) if local.exists() else shutil.which("gemini")
 
 
-def prepare_home(home: str | Path, project: str | Path, base_url: str, *, trusted: bool = True,
-                 allowed: list[str] | None = None) -> dict[str, str]:
+def prepare_home(
+    home: str | Path, project: str | Path, base_url: str, *, trusted: bool = True, allowed: list[str] | None = None
+) -> dict[str, str]:
     """Write ``~/.gemini`` and return the CLI's environment."""
     home, project = Path(home), Path(project)
     gem = home / ".gemini"
     gem.mkdir(parents=True, exist_ok=True)
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
-                    "enableAutoUpdateNotification": False},
+        "general": {
+            "disableAutoUpdate": True,
+            "disableUpdateNag": True,
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+        },
         "privacy": {"usageStatisticsEnabled": False},
         "ui": {"hideTips": True, "hideBanner": False},
         "ide": {"enabled": False, "hasSeenNudge": True},
@@ -44,11 +49,19 @@ def prepare_home(home: str | Path, project: str | Path, base_url: str, *, truste
     (gem / "trustedFolders.json").write_text(json.dumps(trust, indent=2))
     tmp = home / "tmp"
     tmp.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if k in ("PATH", "LANG", "LC_ALL", "NODE_OPTIONS") and v}
-    env.update({"HOME": str(home), "TMPDIR": str(tmp), "TERM": "xterm-256color", "COLORTERM": "truecolor",
-                "GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": base_url,
-                "NO_BROWSER": "1", "GEMINI_CLI_NO_RELAUNCH": "true"})
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "NODE_OPTIONS") and v}
+    env.update(
+        {
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "TERM": "xterm-256color",
+            "COLORTERM": "truecolor",
+            "GEMINI_API_KEY": API_KEY,
+            "GOOGLE_GEMINI_BASE_URL": base_url,
+            "NO_BROWSER": "1",
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+        }
+    )
     env.setdefault("LANG", "C.UTF-8")
     return env
 

@@ -63,12 +63,19 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
 
 
 def _summary(conv: Conversation) -> dict[str, Any]:
-    return {"kind": conv.kind, "task": conv.task[:200], "after": conv.after, "result": conv.result[:200],
-            "error": conv.error, "cwd": conv.cwd}
+    return {
+        "kind": conv.kind,
+        "task": conv.task[:200],
+        "after": conv.after,
+        "result": conv.result[:200],
+        "error": conv.error,
+        "cwd": conv.cwd,
+    }
 
 
-def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Path | None = None,
-              log_bodies: bool = False) -> Starlette:
+def build_app(
+    scenario: Scenario | str | Path | None = None, log_path: str | Path | None = None, log_bodies: bool = False
+) -> Starlette:
     """The ASGI app; ``scenario`` is a Scenario, a path or a bundled name (default ``basic``)."""
     scen = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     log = RequestLog(log_path, bodies=log_bodies)
@@ -81,9 +88,15 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
         return body if isinstance(body, dict) else None
 
     def log_request(rid: int, request: Request, body: Any, **extra: Any) -> None:
-        fields: dict[str, Any] = {"id": rid, "method": request.method, "path": request.url.path,
-                                  "query": request.url.query, "user_agent": request.headers.get("user-agent", ""),
-                                  "beta": request.headers.get("anthropic-beta", ""), **extra}
+        fields: dict[str, Any] = {
+            "id": rid,
+            "method": request.method,
+            "path": request.url.path,
+            "query": request.url.query,
+            "user_agent": request.headers.get("user-agent", ""),
+            "beta": request.headers.get("anthropic-beta", ""),
+            **extra,
+        }
         if log.bodies:
             fields["body"] = body
         log.write("request", **fields)
@@ -96,15 +109,31 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
             return _error(400, "invalid_request_error", "body must be a JSON object")
         conv = read_conversation(body)
         step = choose(scen, conv)
-        log_request(rid, request, body, model=body.get("model"), stream=bool(body.get("stream")),
-                    tools=len(body.get("tools") or []), messages=len(body.get("messages") or []),
-                    max_tokens=body.get("max_tokens"), conversation=_summary(conv), step=step.id)
+        log_request(
+            rid,
+            request,
+            body,
+            model=body.get("model"),
+            stream=bool(body.get("stream")),
+            tools=len(body.get("tools") or []),
+            messages=len(body.get("messages") or []),
+            max_tokens=body.get("max_tokens"),
+            conversation=_summary(conv),
+            step=step.id,
+        )
         pacing = scen.pacing_for(step)
         reply = stream.message(step, conv, body)
         if not body.get("stream"):
             await asyncio.sleep(pacing.ttft)
-            log.write("reply", id=rid, step=step.id, stream=False, status="complete",
-                      stop_reason=reply["stop_reason"], content=reply["content"])
+            log.write(
+                "reply",
+                id=rid,
+                step=step.id,
+                stream=False,
+                status="complete",
+                stop_reason=reply["stop_reason"],
+                content=reply["content"],
+            )
             return JSONResponse(reply)
 
         async def sse() -> AsyncIterator[bytes]:
@@ -120,11 +149,21 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
                 status = "cancelled"  # the CLI hung up, e.g. the user pressed Esc
                 raise
             finally:
-                log.write("reply", id=rid, step=step.id, stream=True, status=status,
-                          stop_reason=reply["stop_reason"], content=reply["content"])
+                log.write(
+                    "reply",
+                    id=rid,
+                    step=step.id,
+                    stream=True,
+                    status=status,
+                    stop_reason=reply["stop_reason"],
+                    content=reply["content"],
+                )
 
-        return StreamingResponse(sse(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-cache", "request-id": f"req_mock_{rid}"})
+        return StreamingResponse(
+            sse(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "request-id": f"req_mock_{rid}"},
+        )
 
     async def count_tokens(request: Request) -> Response:
         rid = log.next_id()
@@ -156,6 +195,7 @@ def build_app(scenario: Scenario | str | Path | None = None, log_path: str | Pat
         Route("/v1/models", models, methods=["GET"]),
         Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
     ]
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         yield

@@ -26,8 +26,11 @@ def read_messages(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
-            texts = [content] if isinstance(content, str) else [
-                c.get("text", "") for c in content or [] if isinstance(c, dict)]
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
+            )
             text = typed_text(texts)
             if text:  # Aider appends its edit-format reminder after a blank line
                 return text.split("\n\n")[0]
@@ -39,19 +42,24 @@ def reply_text(step: AgentStep) -> str:
     if step.shell:
         text += f"\nRun this:\n\n```bash\n{step.shell}\n```\n"
     if step.write:
-        text += (f"\n{step.write['path']}\n```\n<<<<<<< SEARCH\n=======\n{step.write['content']}"
-                 ">>>>>>> REPLACE\n```\n")
+        text += f"\n{step.write['path']}\n```\n<<<<<<< SEARCH\n=======\n{step.write['content']}>>>>>>> REPLACE\n```\n"
     return text
 
 
 def _chunk(rid: int, model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
-    data = {"id": f"chatcmpl-mock-{rid}", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    data = {
+        "id": f"chatcmpl-mock-{rid}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
-def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None,
-              log_bodies: bool = False) -> Starlette:
+def build_app(
+    scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None, log_bodies: bool = False
+) -> Starlette:
     scen = scenario if isinstance(scenario, AgentScenario) else load_agent_scenario(scenario)
     log = TurnLog(log_path, bodies=log_bodies)
 
@@ -68,16 +76,33 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
         task = read_messages(body)
         step = scen.choose(task, "user")
         extra = {"body": body} if log.bodies else {}
-        log.write("request", id=rid, path=request.url.path, kind="main", model=model, task=task[:200],
-                  after="user", step=step.id, stream=bool(body.get("stream")), **extra)
+        log.write(
+            "request",
+            id=rid,
+            path=request.url.path,
+            kind="main",
+            model=model,
+            task=task[:200],
+            after="user",
+            step=step.id,
+            stream=bool(body.get("stream")),
+            **extra,
+        )
         text = reply_text(step)
         if not body.get("stream"):
             await asyncio.sleep(step.ttft)
             log.write("reply", id=rid, step=step.id, status="complete", stop_reason=step.stop_reason)
-            return JSONResponse({"id": f"chatcmpl-mock-{rid}", "object": "chat.completion", "model": model,
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                              "finish_reason": "stop"}],
-                                 "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-mock-{rid}",
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+                }
+            )
 
         async def sse() -> AsyncIterator[bytes]:
             status = "complete"
@@ -87,7 +112,7 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
                 yield _chunk(rid, model, {"role": "assistant", "content": ""})
                 size = step.chunk_chars
                 for i in range(0, len(text), size):
-                    yield _chunk(rid, model, {"content": text[i:i + size]})
+                    yield _chunk(rid, model, {"content": text[i : i + size]})
                     await asyncio.sleep(step.chunk_delay)
                 yield _chunk(rid, model, {}, "stop")
                 yield b"data: [DONE]\n\n"

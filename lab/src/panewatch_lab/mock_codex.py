@@ -45,8 +45,11 @@ def read_input(body: dict[str, Any]) -> tuple[str, str, str]:
     for item in reversed(items):
         if item.get("type", "message") == "message" and item.get("role") == "user":
             content = item.get("content")
-            texts = [content] if isinstance(content, str) else [
-                c.get("text", "") for c in content or [] if isinstance(c, dict)]
+            texts = (
+                [content]
+                if isinstance(content, str)
+                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
+            )
             task = typed_text(texts)
             if task and not task.lstrip().startswith("<"):
                 break
@@ -61,25 +64,43 @@ def _sse(kind: str, **data: Any) -> bytes:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
 
 
-_USAGE = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
+_USAGE = {
+    "input_tokens": 100,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 10,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 110,
+}
 
 
 def tool_item(step: AgentStep, body: dict[str, Any], call_id: str) -> dict[str, Any]:
     args: dict[str, Any] = {"cmd": step.shell, "workdir": None}
     if not step.sandboxed:
-        args |= {"sandbox_permissions": "require_escalated",
-                 "justification": f"The task needs `{step.shell}` to run outside the sandbox."}
+        args |= {
+            "sandbox_permissions": "require_escalated",
+            "justification": f"The task needs `{step.shell}` to run outside the sandbox.",
+        }
     args = {k: v for k, v in args.items() if v is not None}
     if offers_function(body, "exec_command") or not body.get("input"):
-        return {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": "exec_command",
-                "arguments": json.dumps(args)}
-    return {"type": "custom_tool_call", "id": f"ctc_{call_id}", "call_id": call_id, "name": "exec",
-            "input": f"const r = await tools.exec_command({json.dumps(args)});\ntext(r);\n"}
+        return {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": "exec_command",
+            "arguments": json.dumps(args),
+        }
+    return {
+        "type": "custom_tool_call",
+        "id": f"ctc_{call_id}",
+        "call_id": call_id,
+        "name": "exec",
+        "input": f"const r = await tools.exec_command({json.dumps(args)});\ntext(r);\n",
+    }
 
 
-def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None,
-              log_bodies: bool = False) -> Starlette:
+def build_app(
+    scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None, log_bodies: bool = False
+) -> Starlette:
     scen = scenario if isinstance(scenario, AgentScenario) else load_agent_scenario(scenario)
     log = TurnLog(log_path, bodies=log_bodies)
     calls = itertools.count(1)
@@ -95,7 +116,7 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
             return JSONResponse({"error": {"message": "body must be a JSON object"}}, status_code=400)
         extra = {"body": body} if log.bodies else {}
         resp_id = f"resp_mock_{rid}"
-        fmt = ((body.get("text") or {}).get("format") or {})
+        fmt = (body.get("text") or {}).get("format") or {}
         if fmt.get("type") == "json_schema":
             log.write("request", id=rid, path=request.url.path, kind="side", model=body.get("model"), **extra)
             text = json.dumps(schema_value(fmt.get("schema")))
@@ -105,9 +126,19 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
             task, after, result = read_input(body)
             step = scen.choose(task, after)
             kind = "main"
-            log.write("request", id=rid, path=request.url.path, kind="main", model=body.get("model"),
-                      task=task[:200], after=after, result=result, step=step.id,
-                      tools=[t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)], **extra)
+            log.write(
+                "request",
+                id=rid,
+                path=request.url.path,
+                kind="main",
+                model=body.get("model"),
+                task=task[:200],
+                after=after,
+                result=result,
+                step=step.id,
+                tools=[t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)],
+                **extra,
+            )
 
         async def sse() -> AsyncIterator[bytes]:
             status = "complete"
@@ -120,15 +151,26 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
                 chunks = step.chunks()
                 if chunks:
                     item_id = f"msg_{rid}"
-                    yield _sse("response.output_item.added", output_index=0,
-                               item={"type": "message", "id": item_id, "role": "assistant", "content": []})
+                    yield _sse(
+                        "response.output_item.added",
+                        output_index=0,
+                        item={"type": "message", "id": item_id, "role": "assistant", "content": []},
+                    )
                     for text in chunks:
-                        yield _sse("response.output_text.delta", item_id=item_id, output_index=0,
-                                   content_index=0, delta=text)
+                        yield _sse(
+                            "response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=text
+                        )
                         await asyncio.sleep(step.chunk_delay)
-                    yield _sse("response.output_item.done", output_index=0,
-                               item={"type": "message", "id": item_id, "role": "assistant",
-                                     "content": [{"type": "output_text", "text": step.text, "annotations": []}]})
+                    yield _sse(
+                        "response.output_item.done",
+                        output_index=0,
+                        item={
+                            "type": "message",
+                            "id": item_id,
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+                        },
+                    )
                     index = 1
                 if step.shell:
                     item = tool_item(step, body, f"call_{next(calls)}")
@@ -150,8 +192,14 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
 
     async def unknown(request: Request) -> Response:
         raw = await request.body()
-        log.write("request", id=log.next_id(), path=request.url.path, method=request.method, kind="unknown",
-                  body=raw[:500].decode(errors="replace"))
+        log.write(
+            "request",
+            id=log.next_id(),
+            path=request.url.path,
+            method=request.method,
+            kind="unknown",
+            body=raw[:500].decode(errors="replace"),
+        )
         return JSONResponse({"error": {"message": f"mock: no route for {request.url.path}"}}, status_code=404)
 
     routes = [

@@ -57,24 +57,40 @@ def _chunk(parts: list[dict[str, Any]], model: str, finish: bool) -> bytes:
     candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
     if finish:
         candidate["finishReason"] = "STOP"
-    data = {"candidates": [candidate], "modelVersion": model,
-            "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110}}
+    data = {
+        "candidates": [candidate],
+        "modelVersion": model,
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+    }
     return b"data: " + json.dumps(data).encode() + b"\r\n\r\n"
 
 
 def step_parts(step: AgentStep) -> list[dict[str, Any]]:
     """The function call that ends a tool step."""
     if step.shell:
-        return [{"functionCall": {"name": "run_shell_command",
-                                  "args": {"command": step.shell, "description": f"Run {step.shell}"}}}]
+        return [
+            {
+                "functionCall": {
+                    "name": "run_shell_command",
+                    "args": {"command": step.shell, "description": f"Run {step.shell}"},
+                }
+            }
+        ]
     if step.write:
-        return [{"functionCall": {"name": "write_file",
-                                  "args": {"file_path": step.write["path"], "content": step.write["content"]}}}]
+        return [
+            {
+                "functionCall": {
+                    "name": "write_file",
+                    "args": {"file_path": step.write["path"], "content": step.write["content"]},
+                }
+            }
+        ]
     return []
 
 
-def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None,
-              log_bodies: bool = False) -> Starlette:
+def build_app(
+    scenario: AgentScenario | str | Path | None = None, log_path: str | Path | None = None, log_bodies: bool = False
+) -> Starlette:
     scen = scenario if isinstance(scenario, AgentScenario) else load_agent_scenario(scenario)
     log = TurnLog(log_path, bodies=log_bodies)
 
@@ -99,15 +115,29 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
             log.write("request", id=rid, path=request.url.path, kind="side", model=model, **extra)
             parts = [{"text": text}]
             if method == "generateContent":
-                return JSONResponse({"candidates": [{"content": {"role": "model", "parts": parts},
-                                                     "finishReason": "STOP", "index": 0}],
-                                     "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
-                                                       "totalTokenCount": 15}})
+                return JSONResponse(
+                    {
+                        "candidates": [
+                            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+                        ],
+                        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+                    }
+                )
             return StreamingResponse(iter([_chunk(parts, model, True)]), media_type="text/event-stream")
         task, after, result = read_contents(body)
         step = scen.choose(task, after)
-        log.write("request", id=rid, path=request.url.path, kind="main", model=model, task=task[:200],
-                  after=after, result=result, step=step.id, **extra)
+        log.write(
+            "request",
+            id=rid,
+            path=request.url.path,
+            kind="main",
+            model=model,
+            task=task[:200],
+            after=after,
+            result=result,
+            step=step.id,
+            **extra,
+        )
 
         async def sse() -> AsyncIterator[bytes]:
             status = "complete"
@@ -135,8 +165,9 @@ def build_app(scenario: AgentScenario | str | Path | None = None, log_path: str 
 
     async def unknown(request: Request) -> Response:
         log.write("request", id=log.next_id(), path=request.url.path, method=request.method, kind="unknown")
-        return JSONResponse({"error": {"code": 404, "message": f"mock: no route for {request.url.path}"}},
-                            status_code=404)
+        return JSONResponse(
+            {"error": {"code": 404, "message": f"mock: no route for {request.url.path}"}}, status_code=404
+        )
 
     routes = [
         Route("/{version}/models/{call}", model_call, methods=["POST"]),

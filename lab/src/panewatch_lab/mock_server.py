@@ -17,8 +17,13 @@ from panewatch_lab.scenario import Scenario
 class MockServer:
     """``with MockServer("basic") as mock: mock.url, mock.records()``."""
 
-    def __init__(self, scenario: Scenario | str | Path | None = None, log_path: str | Path | None = None,
-                 log_bodies: bool = False, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        scenario: Scenario | str | Path | None = None,
+        log_path: str | Path | None = None,
+        log_bodies: bool = False,
+        host: str = "127.0.0.1",
+    ) -> None:
         self.app = build_app(scenario, log_path, log_bodies=log_bodies)
         self._loopback = Loopback(host)
         self.host, self.port = host, self._loopback.port

@@ -104,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     result = lags(events)
     print(f"{args.agent}: screen verdict minus OSC 7501 status, ms (> 0: the status came first)")
     for state, values in sorted(result.items()):
-        print(f"  {state:<8} n={len(values):<3} median {statistics.median(values):8.1f}  "
-              f"min {min(values):8.1f}  max {max(values):8.1f}  {values}")
+        print(
+            f"  {state:<8} n={len(values):<3} median {statistics.median(values):8.1f}  "
+            f"min {min(values):8.1f}  max {max(values):8.1f}  {values}"
+        )
     statuses = sum(1 for _, k, _ in events if k == "status")
     screens = sum(1 for _, k, _ in events if k == "screen")
     print(f"  status changes {statuses}, screen verdict changes {screens}")

@@ -84,9 +84,18 @@ class PtySession:
         self._thread = threading.Thread(target=self._loop.run_forever, name="pty-session", daemon=True)
         self._thread.start()
         try:
-            self._proc = self._call(lambda: PtyProcess(
-                self.argv, rows=self.rows, cols=self.cols, cwd=None if self.cwd is None else str(self.cwd), env=env,
-                on_output=self._on_output, on_exit=self._on_exit, loop=self._loop))
+            self._proc = self._call(
+                lambda: PtyProcess(
+                    self.argv,
+                    rows=self.rows,
+                    cols=self.cols,
+                    cwd=None if self.cwd is None else str(self.cwd),
+                    env=env,
+                    on_output=self._on_output,
+                    on_exit=self._on_exit,
+                    loop=self._loop,
+                )
+            )
         except BaseException:
             self._stop_loop()
             raise
@@ -244,5 +253,9 @@ class PtySession:
         base.with_suffix(".raw").write_bytes(b"".join(c.data for c in chunks if c.direction == "out"))
         with base.with_suffix(".jsonl").open("w") as fh:
             for c in chunks:
-                fh.write(json.dumps({"mono": c.mono, "wall": c.wall, "dir": c.direction,
-                                     "b64": base64.b64encode(c.data).decode()}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {"mono": c.mono, "wall": c.wall, "dir": c.direction, "b64": base64.b64encode(c.data).decode()}
+                    )
+                    + "\n"
+                )

@@ -91,7 +91,8 @@ class Scenario(BaseModel):
     #: Answer for a main request no step fits, so the CLI never waits on the mock.
     fallback: Step = Field(default_factory=lambda: Step(id="fallback", text="OK."))
     side_fallback: Step = Field(
-        default_factory=lambda: Step(id="side-fallback", when=When(kind="side"), text="Mock reply"))
+        default_factory=lambda: Step(id="side-fallback", when=When(kind="side"), text="Mock reply")
+    )
 
     def pacing_for(self, step: Step) -> Pacing:
         if step.pacing is None:
@@ -175,8 +176,10 @@ def read_conversation(body: dict[str, Any]) -> Conversation:
             res = results[-1]
             names = {
                 b.get("id"): b.get("name")
-                for m in messages if m.get("role") == "assistant"
-                for b in _blocks(m.get("content")) if b.get("type") == "tool_use"
+                for m in messages
+                if m.get("role") == "assistant"
+                for b in _blocks(m.get("content"))
+                if b.get("type") == "tool_use"
             }
             conv.after = names.get(res.get("tool_use_id")) or "unknown"
             content = res.get("content")

@@ -29,7 +29,7 @@ class Event:
 
 
 def _chunks(text: str, size: int) -> list[str]:
-    return [text[i: i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _tokens(text: str) -> int:
@@ -74,8 +74,14 @@ def content_blocks(step: Step, conv: Conversation, body: dict[str, Any] | None =
     if text:
         blocks.append({"type": "text", "text": text})
     for call in step.tools:
-        blocks.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": call.name,
-                       "input": fill(call.input, conv)})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": call.name,
+                "input": fill(call.input, conv),
+            }
+        )
     return blocks
 
 
@@ -125,17 +131,27 @@ def events(msg: dict[str, Any], pacing: Pacing) -> Iterator[Event]:
             opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             raw = json.dumps(block["input"], ensure_ascii=False)
             deltas = [{"type": "input_json_delta", "partial_json": c} for c in _chunks(raw, pacing.chunk_chars)]
-        yield Event(first_delay if index == 0 else 0.0, "content_block_start",
-                    {"type": "content_block_start", "index": index, "content_block": opening})
+        yield Event(
+            first_delay if index == 0 else 0.0,
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": opening},
+        )
         for n, delta in enumerate(deltas):
-            yield Event(0.0 if n == 0 else pacing.chunk_delay, "content_block_delta",
-                        {"type": "content_block_delta", "index": index, "delta": delta})
+            yield Event(
+                0.0 if n == 0 else pacing.chunk_delay,
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
+            )
         yield Event(0.0, "content_block_stop", {"type": "content_block_stop", "index": index})
     if not msg["content"] and first_delay > 0:
         yield Event(first_delay, "ping", {"type": "ping"})
-    yield Event(0.0, "message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-        "usage": {"output_tokens": msg["usage"]["output_tokens"]},
-    })
+    yield Event(
+        0.0,
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": msg["usage"]["output_tokens"]},
+        },
+    )
     yield Event(0.0, "message_stop", {"type": "message_stop"})

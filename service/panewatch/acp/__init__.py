@@ -9,5 +9,15 @@ are private modules behind it. The pane host that plugs this into the engine is
 from .client import AcpClient, AcpError, Busy, Gone, Listener, NotOffered, Timeouts, Withdrawn
 from .conversation import Conversation, PendingPermission
 
-__all__ = ["AcpClient", "AcpError", "Busy", "Conversation", "Gone", "Listener", "NotOffered",
-           "PendingPermission", "Timeouts", "Withdrawn"]
+__all__ = [
+    "AcpClient",
+    "AcpError",
+    "Busy",
+    "Conversation",
+    "Gone",
+    "Listener",
+    "NotOffered",
+    "PendingPermission",
+    "Timeouts",
+    "Withdrawn",
+]

@@ -116,8 +116,16 @@ class Timeouts:
 class AcpClient:
     """One ACP session over one agent process. Every method runs on the event loop."""
 
-    def __init__(self, argv: Sequence[str], *, cwd: str, env: Mapping[str, str] | None, listener: Listener,
-                 timeouts: Timeouts = Timeouts(), child_factory: ChildFactory = StdioChild) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str] | None,
+        listener: Listener,
+        timeouts: Timeouts = Timeouts(),
+        child_factory: ChildFactory = StdioChild,
+    ) -> None:
         self.argv = list(argv)
         self.cwd = os.path.realpath(cwd)
         self.listener = listener
@@ -140,10 +148,17 @@ class AcpClient:
         self._rpc_ids: dict[str, Any] = {}  # permission key -> the agent's JSON-RPC id
         self._asked = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.peer = Peer(self._send, on_request=self._on_request, on_notification=self._on_notification,
-                         on_fault=self._on_fault)
-        self.child: Child = child_factory(self.argv, cwd=self.cwd, env=env, on_stdout=self.peer.feed,
-                                          on_stdout_eof=self._on_stdout_eof, on_exit=self._on_exit)
+        self.peer = Peer(
+            self._send, on_request=self._on_request, on_notification=self._on_notification, on_fault=self._on_fault
+        )
+        self.child: Child = child_factory(
+            self.argv,
+            cwd=self.cwd,
+            env=env,
+            on_stdout=self.peer.feed,
+            on_stdout_eof=self._on_stdout_eof,
+            on_exit=self._on_exit,
+        )
         self._spawn(self._handshake())
 
     # -- plumbing ------------------------------------------------------------------------
@@ -188,20 +203,26 @@ class AcpClient:
     async def _handshake(self) -> None:
         step = "initialize"
         try:
-            raw = await self.peer.request("initialize", {
-                "protocolVersion": p.PROTOCOL_VERSION,
-                "clientCapabilities": p.client_capabilities(),
-                "clientInfo": {"name": "panewatch", "title": "Panewatch", "version": _version()},
-            }, timeout=self.timeouts.initialize)
+            raw = await self.peer.request(
+                "initialize",
+                {
+                    "protocolVersion": p.PROTOCOL_VERSION,
+                    "clientCapabilities": p.client_capabilities(),
+                    "clientInfo": {"name": "panewatch", "title": "Panewatch", "version": _version()},
+                },
+                timeout=self.timeouts.initialize,
+            )
             init = p.InitializeResponse.model_validate(raw)
             if init.protocol_version != p.PROTOCOL_VERSION:
-                self._fail(f"the agent speaks ACP version {init.protocol_version}; "
-                           f"this client speaks {p.PROTOCOL_VERSION}")
+                self._fail(
+                    f"the agent speaks ACP version {init.protocol_version}; this client speaks {p.PROTOCOL_VERSION}"
+                )
                 return
             self.agent_info = init.agent_info
             step = "session/new"
-            raw = await self.peer.request("session/new", {"cwd": self.cwd, "mcpServers": []},
-                                          timeout=self.timeouts.new_session)
+            raw = await self.peer.request(
+                "session/new", {"cwd": self.cwd, "mcpServers": []}, timeout=self.timeouts.new_session
+            )
             self.session_id = p.NewSessionResponse.model_validate(raw).session_id
         except TimeoutError:
             limit = self.timeouts.initialize if step == "initialize" else self.timeouts.new_session
@@ -238,8 +259,9 @@ class AcpClient:
             raise Busy("a turn is running; wait for it to end or cancel it")
         # sent here, not in the task: a cancel right after must reach the agent after the prompt
         try:
-            reply = self.peer.call("session/prompt", {"sessionId": self.session_id,
-                                                      "prompt": [{"type": "text", "text": text}]})
+            reply = self.peer.call(
+                "session/prompt", {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+            )
         except PeerGone as exc:
             raise Gone(f"the agent is not reading its input: {exc}") from None
         self.conversation.user(text)
@@ -318,14 +340,20 @@ class AcpClient:
         self._asked += 1
         key = f"p{self._asked}"
         detail = _tool_detail(req.tool_call)
-        perm = PendingPermission(key, req.tool_call.tool_call_id, title, req.tool_call.kind or "other",
-                                 [{"option_id": o.option_id, "name": o.name, "kind": o.kind} for o in req.options],
-                                 detail)
+        perm = PendingPermission(
+            key,
+            req.tool_call.tool_call_id,
+            title,
+            req.tool_call.kind or "other",
+            [{"option_id": o.option_id, "name": o.name, "kind": o.kind} for o in req.options],
+            detail,
+        )
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._answers[key] = fut
         self._rpc_ids[key] = rid
-        self.conversation.update({"sessionUpdate": "tool_call_update", **req.tool_call.model_dump(
-            by_alias=True, exclude_none=True)})
+        self.conversation.update(
+            {"sessionUpdate": "tool_call_update", **req.tool_call.model_dump(by_alias=True, exclude_none=True)}
+        )
         self.conversation.ask(perm)
         self._set("blocked", f"session/request_permission: {perm.summary()}")
         self.listener.on_change()

@@ -48,8 +48,7 @@ class Entry:
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"n": self.n, "kind": self.kind, "text": self.text}
         if self.kind == "tool":
-            d.update(tool_call_id=self.tool_call_id, title=self.title, tool_kind=self.tool_kind,
-                     status=self.status)
+            d.update(tool_call_id=self.tool_call_id, title=self.title, tool_kind=self.tool_kind, status=self.status)
         return d
 
 
@@ -65,8 +64,14 @@ class PendingPermission:
     detail: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"request": self.key, "tool_call_id": self.tool_call_id, "title": self.title,
-                "tool_kind": self.tool_kind, "options": self.options, "detail": self.detail}
+        return {
+            "request": self.key,
+            "tool_call_id": self.tool_call_id,
+            "title": self.title,
+            "tool_kind": self.tool_kind,
+            "options": self.options,
+            "detail": self.detail,
+        }
 
     def summary(self) -> str:
         names = ", ".join(f"{o['name']} [{o['option_id']}]" for o in self.options)
@@ -133,9 +138,13 @@ class Conversation:
             if not isinstance(entries, list):
                 return False
             self.plan = [
-                {"content": str(e.get("content", ""))[:500], "status": str(e.get("status", "pending")),
-                 "priority": str(e.get("priority", ""))}
-                for e in entries[:100] if isinstance(e, dict)
+                {
+                    "content": str(e.get("content", ""))[:500],
+                    "status": str(e.get("status", "pending")),
+                    "priority": str(e.get("priority", "")),
+                }
+                for e in entries[:100]
+                if isinstance(e, dict)
             ]
             self.seq += 1
         else:
@@ -178,9 +187,14 @@ class Conversation:
 
     # -- views -------------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "dropped": self.dropped, "entries": [e.as_dict() for e in self.entries],
-                "plan": self.plan, "permission": self.permissions[0].as_dict() if self.permissions else None,
-                "permissions": [p.as_dict() for p in self.permissions]}
+        return {
+            "seq": self.seq,
+            "dropped": self.dropped,
+            "entries": [e.as_dict() for e in self.entries],
+            "plan": self.plan,
+            "permission": self.permissions[0].as_dict() if self.permissions else None,
+            "permissions": [p.as_dict() for p in self.permissions],
+        }
 
     def render(self, width: int = 100) -> list[str]:
         """The conversation as plain text lines, at most ``width`` characters each."""
@@ -191,8 +205,9 @@ class Conversation:
             lines = text.splitlines() or [""]
             first = True
             for raw in lines:
-                wrapped = textwrap.wrap(raw, width - len(prefix), drop_whitespace=False,
-                                        replace_whitespace=False) or [""]
+                wrapped = textwrap.wrap(raw, width - len(prefix), drop_whitespace=False, replace_whitespace=False) or [
+                    ""
+                ]
                 for piece in wrapped:
                     out.append((prefix if first else " " * len(prefix)) + piece)
                     first = False

@@ -162,8 +162,13 @@ class Peer:
                 if not self._dropping:
                     self._buf += chunk[start:]
                     if len(self._buf) > self._max_line:
-                        self._on_fault(Fault("oversized", f"a line longer than {self._max_line} bytes",
-                                             _sample(bytes(self._buf[:200]))))
+                        self._on_fault(
+                            Fault(
+                                "oversized",
+                                f"a line longer than {self._max_line} bytes",
+                                _sample(bytes(self._buf[:200])),
+                            )
+                        )
                         self._buf.clear()
                         self._dropping = True
                 return
@@ -200,19 +205,18 @@ class Peer:
 
     def _dispatch(self, message: Any, line: bytes) -> None:
         if not isinstance(message, dict):
-            self._on_fault(Fault("malformed", f"a JSON {type(message).__name__}, not a JSON-RPC object",
-                                 _sample(line)))
+            self._on_fault(Fault("malformed", f"a JSON {type(message).__name__}, not a JSON-RPC object", _sample(line)))
             return
         rid = message.get("id")
         has_id = "id" in message
         id_ok = has_id and (isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)))
         method = message.get("method")
         if message.get("jsonrpc") != "2.0":
-            self._malformed("no \"jsonrpc\": \"2.0\"", message, line, rid if id_ok and method else None)
+            self._malformed('no "jsonrpc": "2.0"', message, line, rid if id_ok and method else None)
             return
         if method is not None:
             if not isinstance(method, str):
-                self._malformed("\"method\" is not a string", message, line, rid if id_ok else None)
+                self._malformed('"method" is not a string', message, line, rid if id_ok else None)
                 return
             params = message.get("params")
             if has_id and not id_ok:
@@ -231,18 +235,23 @@ class Peer:
             return
         entry = self._pending.get(rid) if isinstance(rid, int) else None
         if entry is None:
-            self._on_fault(Fault("unmatched", f"a response to id {rid!r}, which no request of ours has",
-                                 _sample(line)))
+            self._on_fault(Fault("unmatched", f"a response to id {rid!r}, which no request of ours has", _sample(line)))
             return
         method, fut = entry
         if fut.done():
             return
         has_result, has_error = "result" in message, "error" in message
         if has_result == has_error:
-            fut.set_exception(MalformedResponse(
-                f"the answer to {method} has {'both' if has_result else 'neither'} result and error"))
-            self._on_fault(Fault("malformed", f"answer to {method} with {'both' if has_result else 'neither'} "
-                                 "result and error", _sample(line)))
+            fut.set_exception(
+                MalformedResponse(f"the answer to {method} has {'both' if has_result else 'neither'} result and error")
+            )
+            self._on_fault(
+                Fault(
+                    "malformed",
+                    f"answer to {method} with {'both' if has_result else 'neither'} result and error",
+                    _sample(line),
+                )
+            )
             return
         if has_error:
             err = message["error"]

@@ -59,8 +59,15 @@ class StdioChild:
         self._writing = False
         try:
             self._proc = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=cwd, env=dict(env) if env is not None else None, start_new_session=True, close_fds=True)
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+                close_fds=True,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise StdioSpawnError(f"cannot start {argv[0]!r}: {getattr(exc, 'strerror', None) or exc}") from None
         assert self._proc.stdin and self._proc.stdout and self._proc.stderr

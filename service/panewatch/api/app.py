@@ -27,8 +27,13 @@ from .routes_service import web_dir
 __all__ = ["create_app", "web_dir"]
 
 
-def create_app(settings: Settings | None = None, *, store: ManifestStore | None = None,
-               engine: Engine | None = None, hosting: Hosting | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: ManifestStore | None = None,
+    engine: Engine | None = None,
+    hosting: Hosting | None = None,
+) -> FastAPI:
     """The ASGI app. ``settings.token`` (or ``token_file``) must be set (``serve`` sets one);
     ``hosting`` (from ``serve``) brings the chosen pane host, the state folder and the session registry."""
     settings = settings or Settings()
@@ -38,8 +43,13 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
         raise ValueError("create_app needs settings.token")
     private = hosting.state_dir if hosting else state_dir(settings)
     if engine is None:  # (an Engine with no sessions is falsy: it has a length)
-        engine = build_service_engine(settings, store=store, host=hosting.host if hosting else None,
-                                      keeper=Keeper(hosting.registry) if hosting else None, private=private)
+        engine = build_service_engine(
+            settings,
+            store=store,
+            host=hosting.host if hosting else None,
+            keeper=Keeper(hosting.registry) if hosting else None,
+            private=private,
+        )
     logins = Logins(settings.token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
     # hooks report here: the kernel names the calling process, its ancestry the pane
     report_socket = ReportSocket(socket_path(private), engine.agent_roots, routes_report.taker(engine))
@@ -57,16 +67,23 @@ def create_app(settings: Settings | None = None, *, store: ManifestStore | None 
             finally:
                 await report_socket.close()
 
-    app = FastAPI(title="Panewatch", version=__version__, lifespan=lifespan,
-                  description="Is this agent waiting for me? Sessions, screens, states and guarded writes.")
+    app = FastAPI(
+        title="Panewatch",
+        version=__version__,
+        lifespan=lifespan,
+        description="Is this agent waiting for me? Sessions, screens, states and guarded writes.",
+    )
     app.state.engine = engine
     app.state.settings = settings
     app.state.gate = Gate(settings.token, logins)
     errors.install(app)
     # Host, credentials and body size are checked before routing (and before any body byte is read)
     app.add_middleware(
-        HttpGuard, hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host), authorize=refusal,
-        limit_for=lambda path: routes_report.REPORT_MAX_BYTES if path == "/report" else settings.max_body_bytes)
+        HttpGuard,
+        hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host),
+        authorize=refusal,
+        limit_for=lambda path: routes_report.REPORT_MAX_BYTES if path == "/report" else settings.max_body_bytes,
+    )
     for module in (routes_service, routes_sessions, routes_acp, routes_report, routes_ws):
         app.include_router(module.router)
     routes_terminal.install(app)  # the dashboard's terminals: /ws/sessions/{id}/term

@@ -53,16 +53,16 @@ def refusal(conn: HTTPConnection) -> HttpRefusal | None:
         except UnknownSession:  # never created, deleted, or another node's (its hooks report there)
             return None
 
-    return gate_of(conn).refusal(conn, metrics_public=settings_of(conn).metrics_public,
-                                 report_token_of=report_token_of)
+    return gate_of(conn).refusal(conn, metrics_public=settings_of(conn).metrics_public, report_token_of=report_token_of)
 
 
 def require_token(request: Request) -> None:
     """The API token, from ``Authorization: Bearer``, or the dashboard's login cookie."""
     why = gate_of(request).check(request)
     if why == "missing":
-        raise HTTPException(401, "missing token: send Authorization: Bearer <token>",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401, "missing token: send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"}
+        )
     if why == "wrong":
         raise HTTPException(403, "wrong token")
 

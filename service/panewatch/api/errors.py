@@ -27,8 +27,12 @@ async def domain_error(request: Request, exc: Exception) -> JSONResponse:
     content: dict[str, object] = {"detail": clean_text(str(exc), 1000)}
     if isinstance(exc, Conflict):
         content.update(exc.decision.as_dict())
-        log.info("%s refused: %s", request.url.path.rsplit("/", 1)[-1], exc,
-                 extra={"session": request.path_params.get("sid")})
+        log.info(
+            "%s refused: %s",
+            request.url.path.rsplit("/", 1)[-1],
+            exc,
+            extra={"session": request.path_params.get("sid")},
+        )
     return JSONResponse(status_code=exc.status, content=content)
 
 

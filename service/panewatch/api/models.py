@@ -15,12 +15,19 @@ from ..validation import AgentName, EnvKey, OsPath, OsString, Utf8Text
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["terminal", "acp"] = Field("terminal", description="terminal: an agent read from its screen; "
-                                             "acp: an agent speaking the Agent Client Protocol on stdio")
-    agent: AgentName | None = Field(None, description="manifest name (terminal) or ACP agent name (acp); gives the "
-                                    "launch command when `command` is absent")
-    command: list[OsString] | None = Field(None, min_length=1, max_length=4096,
-                                           description="argv; wins over the agent's command")
+    kind: Literal["terminal", "acp"] = Field(
+        "terminal",
+        description="terminal: an agent read from its screen; "
+        "acp: an agent speaking the Agent Client Protocol on stdio",
+    )
+    agent: AgentName | None = Field(
+        None,
+        description="manifest name (terminal) or ACP agent name (acp); gives the "
+        "launch command when `command` is absent",
+    )
+    command: list[OsString] | None = Field(
+        None, min_length=1, max_length=4096, description="argv; wins over the agent's command"
+    )
     cwd: OsPath | None = None
     env: dict[EnvKey, OsString] = Field(default_factory=dict, max_length=1024)
     rows: int = Field(32, ge=2, le=500)
@@ -28,7 +35,9 @@ class NewSession(BaseModel):
     hooks: bool = Field(True, description="add the agent's reporting hooks (Claude Code: --settings)")
     name: Utf8Text | None = Field(None, max_length=80)
     host: Utf8Text | None = Field(None, max_length=40, description="pane host (`pty` unless another is configured)")
-    node: Utf8Text | None = Field(None, max_length=40, description="cluster: the node to start it on (default: this one)")
+    node: Utf8Text | None = Field(
+        None, max_length=40, description="cluster: the node to start it on (default: this one)"
+    )
 
     @model_validator(mode="after")
     def _agent_or_command(self) -> NewSession:
@@ -48,9 +57,13 @@ class SendBody(BaseModel):
 class AnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     option: Annotated[int, Field(ge=1, le=99)] | Annotated[Utf8Text, Field(min_length=1, max_length=200)] | None = (
-        Field(None, description="a prompt's option number; for an ACP session also the permission's optionId"))
-    request: Utf8Text | None = Field(None, max_length=64, description="ACP: the permission request this answer is "
-                                     "for (409 if it is no longer pending)")
+        Field(None, description="a prompt's option number; for an ACP session also the permission's optionId")
+    )
+    request: Utf8Text | None = Field(
+        None,
+        max_length=64,
+        description="ACP: the permission request this answer is for (409 if it is no longer pending)",
+    )
     keys: Utf8Text | None = Field(None, min_length=1, max_length=1000)
     confirm: bool = Field(False, description="must be true: the user confirmed this answer")
 

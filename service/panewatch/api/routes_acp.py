@@ -20,8 +20,12 @@ router = APIRouter()
 E = Annotated[Engine, Depends(engine_of)]
 
 
-@router.post("/api/sessions/{sid}/cancel", tags=["writes"], dependencies=[Depends(require_token)],
-             responses={409: {"description": "no turn is running"}, 422: {"description": "not an ACP session"}})
+@router.post(
+    "/api/sessions/{sid}/cancel",
+    tags=["writes"],
+    dependencies=[Depends(require_token)],
+    responses={409: {"description": "no turn is running"}, 422: {"description": "not an ACP session"}},
+)
 async def cancel(sid: str, engine: E) -> dict[str, Any]:
     """Cancel the running turn of an ACP session (``session/cancel``)."""
     return await settle(engine.cancel(sid))

@@ -23,15 +23,15 @@ def taker(engine: Engine) -> Callable[[str, bytes], tuple[int, dict[str, Any]]]:
     and this route's, so both parse, clean and refuse alike."""
 
     def take(sid: str, body: bytes) -> tuple[int, dict[str, Any]]:
-        return reports.take_report(sid, body, engine.report, lambda s: engine.get(s)["state"],
-                                   gone=(UnknownSession,))
+        return reports.take_report(sid, body, engine.report, lambda s: engine.get(s)["state"], gone=(UnknownSession,))
 
     return take
 
 
 @router.post("/report", status_code=202, tags=["hooks"])
-async def report(request: Request, engine: Annotated[Engine, Depends(engine_of)],
-                 session: Annotated[str | None, Query()] = None) -> dict[str, Any]:
+async def report(
+    request: Request, engine: Annotated[Engine, Depends(engine_of)], session: Annotated[str | None, Query()] = None
+) -> dict[str, Any]:
     """A Claude Code hook payload, or ``{"state": ...}``, with the session's report token. Agents use
     the report socket instead (``$PANEWATCH_REPORT_SOCKET``): there the kernel says which pane calls."""
     refused = refusal(request)  # the guard checked it already; an app mounted without it must too

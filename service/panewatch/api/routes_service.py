@@ -28,8 +28,9 @@ async def healthz(engine: Annotated[Engine, Depends(engine_of)]) -> dict[str, An
     return {"ok": True, "version": __version__, "sessions": len(engine)}
 
 
-@router.get("/metrics", tags=["service"], response_class=Response,
-            responses={200: {"content": {metrics.CONTENT_TYPE: {}}}})
+@router.get(
+    "/metrics", tags=["service"], response_class=Response, responses={200: {"content": {metrics.CONTENT_TYPE: {}}}}
+)
 async def metrics_text(request: Request, engine: Annotated[Engine, Depends(engine_of)]) -> Response:
     """Prometheus text format; needs the token unless ``metrics_public`` is set."""
     if not settings_of(request).metrics_public:
@@ -42,18 +43,28 @@ async def index(request: Request, token_q: Annotated[str | None, Query(alias="to
     settings, gate = settings_of(request), gate_of(request)
     if token_q is not None:
         if not token_matches(token_q, settings.token or ""):
-            return HTMLResponse("<h1>Wrong token</h1><p>Open the login URL that "
-                                "<code>panewatch serve</code> printed.</p>", status_code=403)
+            return HTMLResponse(
+                "<h1>Wrong token</h1><p>Open the login URL that <code>panewatch serve</code> printed.</p>",
+                status_code=403,
+            )
         response = RedirectResponse("/", status_code=303)
         # a login id, not the token: it expires and POST /logout revokes it
-        response.set_cookie(COOKIE, gate.logins.issue(), httponly=True, samesite="strict",
-                            max_age=int(settings.login_ttl_s),
-                            secure=(settings.public_url or "").startswith("https:"))
+        response.set_cookie(
+            COOKIE,
+            gate.logins.issue(),
+            httponly=True,
+            samesite="strict",
+            max_age=int(settings.login_ttl_s),
+            secure=(settings.public_url or "").startswith("https:"),
+        )
         return response
     why = gate.check(request)
     if why == "missing":
-        return HTMLResponse("<h1>Log in</h1><p>Open the login URL that <code>panewatch serve</code> "
-                            "printed (it ends in <code>?token=…</code>).</p>", status_code=401)
+        return HTMLResponse(
+            "<h1>Log in</h1><p>Open the login URL that <code>panewatch serve</code> "
+            "printed (it ends in <code>?token=…</code>).</p>",
+            status_code=401,
+        )
     if why == "wrong":
         denied = HTMLResponse("<h1>Wrong token or expired login</h1>", status_code=403)
         denied.delete_cookie(COOKIE)

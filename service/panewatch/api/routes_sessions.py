@@ -24,9 +24,17 @@ async def agents(engine: E) -> dict[str, Any]:
 
 @router.post("/api/sessions", status_code=201, tags=["sessions"])
 async def create_session(body: NewSession, engine: E) -> dict[str, Any]:
-    spec = SessionSpec(agent=body.agent, command=body.command, cwd=body.cwd, env=body.env,
-                       rows=body.rows, cols=body.cols, hooks=body.hooks, name=body.name,
-                       host="acp" if body.kind == "acp" else body.host)
+    spec = SessionSpec(
+        agent=body.agent,
+        command=body.command,
+        cwd=body.cwd,
+        env=body.env,
+        rows=body.rows,
+        cols=body.cols,
+        hooks=body.hooks,
+        name=body.name,
+        host="acp" if body.kind == "acp" else body.host,
+    )
     if not body.node:
         return await settle(engine.create(spec))
     if getattr(engine, "node", None) is None:  # only the cluster façade knows other nodes
@@ -44,9 +52,16 @@ async def get_session(sid: str, engine: E) -> dict[str, Any]:
     return await settle(engine.get(sid))
 
 
-@router.post("/api/sessions/{sid}/resume", tags=["sessions"],
-             responses={409: {"description": "the session is not lost, or its agent cannot resume (no resume "
-                                             "command in its manifest, no conversation id reported)"}})
+@router.post(
+    "/api/sessions/{sid}/resume",
+    tags=["sessions"],
+    responses={
+        409: {
+            "description": "the session is not lost, or its agent cannot resume (no resume "
+            "command in its manifest, no conversation id reported)"
+        }
+    },
+)
 async def resume_session(sid: str, engine: E) -> dict[str, Any]:
     """A lost session's agent, started again on its own conversation in the same folder."""
     return await engine.resume(sid)
@@ -67,16 +82,21 @@ async def explain(sid: str, engine: E) -> dict[str, Any]:
     return await settle(engine.explain(sid))
 
 
-@router.post("/api/sessions/{sid}/send", tags=["writes"],
-             responses={409: {"description": "the pane is blocked now (answer it instead), or the agent "
-                                             "is not reading its input"}})
+@router.post(
+    "/api/sessions/{sid}/send",
+    tags=["writes"],
+    responses={
+        409: {"description": "the pane is blocked now (answer it instead), or the agent is not reading its input"}
+    },
+)
 async def send(sid: str, body: SendBody, engine: E) -> dict[str, Any]:
     decision = await engine.send(sid, body.text, enter=body.enter)
     return {"sent": True, "state_before": decision.state}
 
 
-@router.post("/api/sessions/{sid}/answer", tags=["writes"],
-             responses={409: {"description": "the pane is not blocked now"}})
+@router.post(
+    "/api/sessions/{sid}/answer", tags=["writes"], responses={409: {"description": "the pane is not blocked now"}}
+)
 async def answer(sid: str, body: AnswerBody, engine: E) -> dict[str, Any]:
     result = await engine.answer(sid, option=body.option, keys=body.keys, request=body.request)
     return {"took": result.took, "state": result.state, "rule": result.rule, "waited_s": result.waited}
@@ -87,13 +107,20 @@ async def resize(sid: str, body: ResizeBody, engine: E) -> dict[str, Any]:
     return await settle(engine.resize(sid, body.rows, body.cols))
 
 
-@router.get("/api/sessions/{sid}/transcript", tags=["sessions"], response_class=Response,
-            responses={200: {"content": {transcripts.MEDIA_TYPE: {}}}, 404: {"description": "not recorded"}})
+@router.get(
+    "/api/sessions/{sid}/transcript",
+    tags=["sessions"],
+    response_class=Response,
+    responses={200: {"content": {transcripts.MEDIA_TYPE: {}}}, 404: {"description": "not recorded"}},
+)
 async def transcript(sid: str, engine: E) -> Response:
     """The session's asciicast v2 recording (also of a deleted session whose file is kept)."""
     found = await engine.transcript(sid)
     if found is None:
         raise HTTPException(404, f"no recording of session {sid!r} (recordings: --transcripts DIR)")
     path, size = found
-    return StreamingResponse(transcripts.file_chunks(path, size), media_type=transcripts.MEDIA_TYPE, headers={
-        "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{sid}.cast"'})
+    return StreamingResponse(
+        transcripts.file_chunks(path, size),
+        media_type=transcripts.MEDIA_TYPE,
+        headers={"Content-Length": str(size), "Content-Disposition": f'attachment; filename="{sid}.cast"'},
+    )

@@ -83,7 +83,7 @@ class History:
         data = b"".join(self.chunks)
         if self.trimmed:
             cut = data.find(b"\n")
-            data = data[cut + 1:] if cut >= 0 else b""
+            data = data[cut + 1 :] if cut >= 0 else b""
         return data
 
 
@@ -151,15 +151,14 @@ class Terminals:
 
 # --- the screen as bytes -------------------------------------------------------------------
 
-_NAMED = {"black": 0, "red": 1, "green": 2, "brown": 3, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6,
-          "white": 7}
+_NAMED = {"black": 0, "red": 1, "green": 2, "brown": 3, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6, "white": 7}
 
 
 def _colour(name: str, base: int) -> str | None:
     if not name:
         return None
     if re.fullmatch(r"[0-9a-fA-F]{6}", name):
-        r, g, b = (int(name[i:i + 2], 16) for i in (0, 2, 4))
+        r, g, b = (int(name[i : i + 2], 16) for i in (0, 2, 4))
         return f"{base + 8};2;{r};{g};{b}"
     bright = name.startswith("bright")
     n = _NAMED.get(name[6:] if bright else name)
@@ -192,8 +191,8 @@ def repaint(view: dict[str, Any], modes: dict[int, bool] | None = None, alternat
             continue
         out.append(f"\x1b[{y + 1};1H")
         at = 0
-        for n, fg, bg, flags in (styles[y] if y < len(styles) else []):
-            out.append(_sgr(str(fg), str(bg), int(flags)) + line[at:at + int(n)])
+        for n, fg, bg, flags in styles[y] if y < len(styles) else []:
+            out.append(_sgr(str(fg), str(bg), int(flags)) + line[at : at + int(n)])
             at += int(n)
         if at < len(line):
             out.append("\x1b[0m" + line[at:])
@@ -270,9 +269,19 @@ def _meta(engine: Engine, sid: str) -> dict[str, Any]:
     if info["state"] == "blocked":
         prompt = engine.screen(sid)["prompt"]  # read fresh: the state may have moved on
         info = engine.get(sid)
-    return {"type": "state", "state": info["state"], "rule": info["rule"], "source": info["source"],
-            "why": info["why"], "since": info["since"], "title": info["title"], "prompt": prompt,
-            "exit_code": info["exit_code"], "rows": info["rows"], "cols": info["cols"]}
+    return {
+        "type": "state",
+        "state": info["state"],
+        "rule": info["rule"],
+        "source": info["source"],
+        "why": info["why"],
+        "since": info["since"],
+        "title": info["title"],
+        "prompt": prompt,
+        "exit_code": info["exit_code"],
+        "rows": info["rows"],
+        "cols": info["cols"],
+    }
 
 
 @router.websocket("/ws/sessions/{sid}/term")
@@ -304,7 +313,7 @@ async def term(ws: WebSocket, sid: str) -> None:
         rows, cols = client.size
         await send_json({"type": "hello", "rows": rows, "cols": cols, "history_bytes": len(past)})
         for i in range(0, len(past), CHUNK):
-            await ws.send_bytes(past[i:i + CHUNK])
+            await ws.send_bytes(past[i : i + CHUNK])
         await ws.send_bytes(screen_now)
         await send_json({"type": "ready"})
         last_meta: dict[str, Any] | None = None
@@ -379,8 +388,9 @@ async def term(ws: WebSocket, sid: str) -> None:
     finally:
         pane.clients.discard(client)
         if client.held:
-            log.info("dropped %d held-back key bytes: the page went away", sum(map(len, client.held)),
-                     extra={"session": sid})
+            log.info(
+                "dropped %d held-back key bytes: the page went away", sum(map(len, client.held)), extra={"session": sid}
+            )
 
 
 def _cursor_line(view: dict[str, Any]) -> tuple[int, str]:
@@ -399,8 +409,9 @@ def _own_echo(view: dict[str, Any], typing_at: tuple[int, str] | None) -> bool:
     return row == typing_at[0] and line.startswith(typing_at[1])
 
 
-def handle(engine: Engine, terminals: Terminals, sid: str, client: TermClient,
-           msg: dict[str, Any]) -> dict[str, Any] | None:
+def handle(
+    engine: Engine, terminals: Terminals, sid: str, client: TermClient, msg: dict[str, Any]
+) -> dict[str, Any] | None:
     """One message from the page; returns the reply to send, if any."""
     kind = msg.get("type")
     if kind == "input":
@@ -417,8 +428,13 @@ def handle(engine: Engine, terminals: Terminals, sid: str, client: TermClient,
             age = time.time() - engine.get(sid)["since"]
             if age < HOLD_S and not _own_echo(view, client.typing_at):
                 client.held.append(data)
-                log.info("held back %d key bytes typed %.2fs after the pane turned blocked (%s)", len(data), age,
-                         view["rule"], extra={"session": sid})
+                log.info(
+                    "held back %d key bytes typed %.2fs after the pane turned blocked (%s)",
+                    len(data),
+                    age,
+                    view["rule"],
+                    extra={"session": sid},
+                )
                 return {"type": "held", "bytes": len(data), "rule": view["rule"]}
         client.typing_at = _cursor_line(view)
         engine.write_keys(sid, data.encode("utf-8", "surrogatepass"))  # logged there, with the session
@@ -488,25 +504,52 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
                 for i, style in frame.get("changed_styles", {}).items():
                     if int(i) < len(styles):
                         styles[int(i)] = style
-                view.update({k: v for k, v in frame.items() if k not in ("changed", "changed_styles")},
-                            rows=rows, styles=styles)
+                view.update(
+                    {k: v for k, v in frame.items() if k not in ("changed", "changed_styles")}, rows=rows, styles=styles
+                )
             size = (view["size"]["rows"], view["size"]["cols"])
             if size != sent_size:
-                await ws.send_text(json.dumps({"type": "hello" if sent_size is None else "size", "rows": size[0],
-                                               "cols": size[1], "history_bytes": 0}))
+                await ws.send_text(
+                    json.dumps(
+                        {
+                            "type": "hello" if sent_size is None else "size",
+                            "rows": size[0],
+                            "cols": size[1],
+                            "history_bytes": 0,
+                        }
+                    )
+                )
                 sent_size = size
             await ws.send_bytes(repaint(view))
-            await ws.send_text(json.dumps({"type": "state", "state": view.get("state"), "rule": view.get("rule"),
-                                           "source": view.get("source"), "title": view.get("title", ""),
-                                           "prompt": view.get("prompt"), "rows": size[0], "cols": size[1]}))
+            await ws.send_text(
+                json.dumps(
+                    {
+                        "type": "state",
+                        "state": view.get("state"),
+                        "rule": view.get("rule"),
+                        "source": view.get("source"),
+                        "title": view.get("title", ""),
+                        "prompt": view.get("prompt"),
+                        "rows": size[0],
+                        "cols": size[1],
+                    }
+                )
+            )
 
     async def receiver() -> None:
         while True:
             message = await ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            await ws.send_text(json.dumps({"type": "error", "detail": "this session runs on another node: "
-                                           "answer its prompt with the buttons, or type on that node's dashboard"}))
+            await ws.send_text(
+                json.dumps(
+                    {
+                        "type": "error",
+                        "detail": "this session runs on another node: "
+                        "answer its prompt with the buttons, or type on that node's dashboard",
+                    }
+                )
+            )
 
     await _run(ws, sender(), receiver())
 

@@ -49,7 +49,8 @@ async def ws_screen(ws: WebSocket, sid: str) -> None:
     interval = ws.app.state.settings.screen_interval_ms / 1000
     try:
         frames: AsyncIterator[dict[str, Any]] = engine.screens(
-            sid, interval=interval, styles=ws.query_params.get("styles") in ("1", "true"))
+            sid, interval=interval, styles=ws.query_params.get("styles") in ("1", "true")
+        )
     except UnknownSession as exc:
         await ws.close(code=4404, reason=str(exc))
         return

@@ -35,8 +35,9 @@ LEASE_S = 6.0
 def _decision(extra: dict[str, Any]) -> Decision:
     d = extra.get("decision") or {}
     try:
-        return Decision(State(d.get("state", "idle")), Source(d.get("source", "screen")), str(d.get("why", "")),
-                        rule=d.get("rule"))
+        return Decision(
+            State(d.get("state", "idle")), Source(d.get("source", "screen")), str(d.get("why", "")), rule=d.get("rule")
+        )
     except ValueError:
         return Decision(State.idle, Source.screen, str(d.get("why", "")))
 
@@ -114,8 +115,12 @@ class ClusterEngine:
     def _remote_info(self, node: str, info: dict[str, Any]) -> dict[str, Any]:
         out = {**info, "node": node}
         if not self.link.owner_alive(node):
-            out.update(state=str(State.unreachable), source="cluster", rule=node,
-                       why=f"node {node} is unreachable; last known state {info.get('state')}")
+            out.update(
+                state=str(State.unreachable),
+                source="cluster",
+                rule=node,
+                why=f"node {node} is unreachable; last known state {info.get('state')}",
+            )
         return out
 
     async def _ask(self, node: str, op: str, args: dict[str, Any]) -> Any:
@@ -185,8 +190,9 @@ class ClusterEngine:
             return await self.local.send(sid, text, enter=enter)
         return _decision({"decision": await self._ask(node, "send", {"sid": sid, "text": text, "enter": enter})})
 
-    async def answer(self, sid: str, *, option: int | str | None = None, keys: str | None = None,
-                     request: str | None = None) -> Any:
+    async def answer(
+        self, sid: str, *, option: int | str | None = None, keys: str | None = None, request: str | None = None
+    ) -> Any:
         node = self._owner(sid)
         if node is None:
             return await self.local.answer(sid, option=option, keys=keys, request=request)
@@ -317,8 +323,9 @@ class ClusterEngine:
         sid, kind = str(args["sid"]), str(args["kind"])
         if kind == "screen":
             extra = args.get("args") or {}
-            source: AsyncIterator[Any] = self.local.screens(sid, interval=float(extra.get("interval", 0.1)),
-                                                            styles=bool(extra.get("styles")))
+            source: AsyncIterator[Any] = self.local.screens(
+                sid, interval=float(extra.get("interval", 0.1)), styles=bool(extra.get("styles"))
+            )
         elif kind == "conversation":
             source = self.local.conversations(sid)
         else:
@@ -380,10 +387,17 @@ class ClusterEngine:
 
     @staticmethod
     def _changed(sid: str, view: dict[str, Any], before: str | None) -> StateChanged:
-        return StateChanged(sid, State(view["state"]), State(before) if before else None,
-                            str(view.get("source") or ""), view.get("rule"), str(view.get("why") or ""),
-                            float(view.get("since") or time.time()), exit_code=view.get("exit_code"),
-                            error=view.get("error"))
+        return StateChanged(
+            sid,
+            State(view["state"]),
+            State(before) if before else None,
+            str(view.get("source") or ""),
+            view.get("rule"),
+            str(view.get("why") or ""),
+            float(view.get("since") or time.time()),
+            exit_code=view.get("exit_code"),
+            error=view.get("error"),
+        )
 
     def _on_node(self, node: str, alive: bool) -> None:
         """A node went quiet or came back: each of its sessions changes state in every view."""

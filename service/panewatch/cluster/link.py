@@ -143,10 +143,16 @@ class NodeLink:
             # bound it, so a wrong URL or credentials is one clear error at start
             # nats-py annotates both timeouts as int but only hands them to asyncio (floats work)
             options: dict[str, Any] = {
-                "servers": [self.opts.url], "name": f"panewatch-{self.node}", "user_credentials": self.opts.creds,
-                "tls": _ssl_context(self.opts), "connect_timeout": self.opts.connect_timeout_s,
-                "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "allow_reconnect": True,
-                "disconnected_cb": self._on_disconnected, "reconnected_cb": self._on_reconnected,
+                "servers": [self.opts.url],
+                "name": f"panewatch-{self.node}",
+                "user_credentials": self.opts.creds,
+                "tls": _ssl_context(self.opts),
+                "connect_timeout": self.opts.connect_timeout_s,
+                "max_reconnect_attempts": -1,
+                "reconnect_time_wait": 0.5,
+                "allow_reconnect": True,
+                "disconnected_cb": self._on_disconnected,
+                "reconnected_cb": self._on_reconnected,
                 "error_cb": self._on_error,
             }
             await asyncio.wait_for(self._nc.connect(**options), self.opts.connect_timeout_s + 1)
@@ -165,11 +171,16 @@ class NodeLink:
             raise
         except Exception as exc:
             await self._nc.close()
-            raise ClusterError(f"cannot use the cluster at {redact(self.opts.url)}: {exc or type(exc).__name__}") from None
+            raise ClusterError(
+                f"cannot use the cluster at {redact(self.opts.url)}: {exc or type(exc).__name__}"
+            ) from None
         self.connected = self.started = True
         loop = asyncio.get_running_loop()
-        self._tasks += [loop.create_task(self._heartbeat()), loop.create_task(self._flusher()),
-                        loop.create_task(self._liveness())]
+        self._tasks += [
+            loop.create_task(self._heartbeat()),
+            loop.create_task(self._flusher()),
+            loop.create_task(self._liveness()),
+        ]
         self._start_watchers()
         log.info("joined the cluster at %s as node %s", redact(self.opts.url), self.node)
 
@@ -178,8 +189,7 @@ class NodeLink:
         try:
             return await js.key_value(name)
         except BucketNotFoundError:
-            return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl,
-                                                            storage=StorageType.FILE))
+            return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl, storage=StorageType.FILE))
 
     async def _claim_name(self) -> None:
         """Refuse to join under a name another live instance heartbeats with."""
@@ -192,8 +202,10 @@ class NodeLink:
             beat = json.loads(entry.value)
             age = time.time() - float(beat.get("at", 0))
             if beat.get("instance") != self.instance and age < self.opts.dead_after_s:
-                raise ClusterError(f"node name {self.node!r} is already in use by a live node "
-                                   f"(heartbeat {age:.1f} s ago); pick another --node")
+                raise ClusterError(
+                    f"node name {self.node!r} is already in use by a live node "
+                    f"(heartbeat {age:.1f} s ago); pick another --node"
+                )
         await self._beat()
 
     async def stop(self) -> None:
@@ -287,8 +299,10 @@ class NodeLink:
         for task in self._watch_tasks:
             task.cancel()
         loop = asyncio.get_running_loop()
-        self._watch_tasks = [loop.create_task(self._watch(self._sessions, self._on_session_entry)),
-                             loop.create_task(self._watch(self._nodes, self._on_node_entry))]
+        self._watch_tasks = [
+            loop.create_task(self._watch(self._sessions, self._on_session_entry)),
+            loop.create_task(self._watch(self._nodes, self._on_node_entry)),
+        ]
 
     async def _watch(self, kv: KeyValue | None, handle: Callable[[Any], None]) -> None:
         assert kv is not None

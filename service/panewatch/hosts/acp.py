@@ -55,7 +55,7 @@ class AcpHandle:
         if self._redraw is not None:
             self._redraw.cancel()
             self._redraw = None
-        lines = self.client.conversation.render(self.cols)[-self.rows:]
+        lines = self.client.conversation.render(self.cols)[-self.rows :]
         if lines == self._drawn:
             return
         self._drawn = lines
@@ -77,8 +77,12 @@ class AcpHandle:
         return self.client.pending()
 
     def conversation(self) -> dict[str, Any]:
-        return {**self.client.conversation.as_dict(), **self.client.info(),
-                "state": self.client.state, "why": self.client.why}
+        return {
+            **self.client.conversation.as_dict(),
+            **self.client.info(),
+            "state": self.client.state,
+            "why": self.client.why,
+        }
 
     @property
     def error(self) -> str | None:
@@ -103,8 +107,10 @@ class AcpHandle:
         return True  # nothing reads terminal queries here: never write answers into the protocol
 
     def write(self, data: bytes) -> None:
-        raise WriteRefused("an ACP agent takes prompts, answers and cancel, not keystrokes "
-                           "(use /send, /answer with an option id, /cancel)")
+        raise WriteRefused(
+            "an ACP agent takes prompts, answers and cancel, not keystrokes "
+            "(use /send, /answer with an option id, /cancel)"
+        )
 
     def resize(self, rows: int, cols: int) -> None:
         self.rows, self.cols = rows, cols
@@ -163,8 +169,9 @@ class AcpHost:
     def spawn(self, spec: LaunchSpec, sink: PaneSink) -> AcpHandle:
         timeouts = self.timeouts
         if "init_timeout" in spec.extra:
-            timeouts = Timeouts(initialize=float(spec.extra["init_timeout"]), new_session=timeouts.new_session,
-                                cancel=timeouts.cancel)
+            timeouts = Timeouts(
+                initialize=float(spec.extra["init_timeout"]), new_session=timeouts.new_session, cancel=timeouts.cancel
+            )
         handle = AcpHandle(spec, sink, timeouts, self)
         self.handles.add(handle)
         return handle

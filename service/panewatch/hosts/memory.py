@@ -205,5 +205,8 @@ def _idle(handle: MemoryHandle, args: list[str]) -> None:
 
 
 _PROGRAMS: dict[str, Callable[[MemoryHandle, list[str]], None]] = {
-    "cat": _cat, "exit": _exit, "size": _size, "idle": _idle,
+    "cat": _cat,
+    "exit": _exit,
+    "size": _size,
+    "idle": _idle,
 }

@@ -99,10 +99,16 @@ class PtyHost:
             raise SpawnError(f"cannot start {spec.argv[0]!r}: not found or not executable")
         try:
             proc = ptyproc.PtyProcess(
-                spec.argv, rows=spec.rows, cols=spec.cols, cwd=spec.cwd, env=spec.env,
+                spec.argv,
+                rows=spec.rows,
+                cols=spec.cols,
+                cwd=spec.cwd,
+                env=spec.env,
                 on_output=sink.on_output,
                 on_exit=lambda code: sink.on_exit(code, f"exited with code {code}"),
-                loop=self._loop or asyncio.get_running_loop(), reaper=self._reaper, session=spec.session,
+                loop=self._loop or asyncio.get_running_loop(),
+                reaper=self._reaper,
+                session=spec.session,
             )
         except ptyproc.SpawnError as exc:
             raise SpawnError(str(exc)) from None

@@ -55,10 +55,27 @@ OPT_PASTE = "@panewatch_bp"
 #: How many times a screen capture is retried when output raced it.
 SEED_TRIES = 5
 
-_INFO_FIELDS = ("pane_id", "pane_pid", "window_id", OPT_SESSION, "pane_dead", "pane_dead_status",
-                "pane_dead_signal", "cursor_x", "cursor_y", "cursor_flag", "alternate_on", "pane_width",
-                "pane_height", "scroll_region_upper", "scroll_region_lower", "keypad_cursor_flag",
-                OPT_PASTE, "pane_tty", "pane_title")
+_INFO_FIELDS = (
+    "pane_id",
+    "pane_pid",
+    "window_id",
+    OPT_SESSION,
+    "pane_dead",
+    "pane_dead_status",
+    "pane_dead_signal",
+    "cursor_x",
+    "cursor_y",
+    "cursor_flag",
+    "alternate_on",
+    "pane_width",
+    "pane_height",
+    "scroll_region_upper",
+    "scroll_region_lower",
+    "keypad_cursor_flag",
+    OPT_PASTE,
+    "pane_tty",
+    "pane_title",
+)
 INFO_FORMAT = "\t".join(f"#{{{f}}}" for f in _INFO_FIELDS)
 _OCTAL_TABLE = {b"%03o" % i: bytes([i]) for i in range(256)}
 
@@ -99,7 +116,7 @@ def quote(data: str | bytes) -> str:
     raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
     out = ['"']
     for c in raw:
-        if c < 0x20 or c >= 0x7F or c in b'"\\$#~;{}\'':
+        if c < 0x20 or c >= 0x7F or c in b"\"\\$#~;{}'":
             out.append(f"\\{c:03o}")
         else:
             out.append(chr(c))
@@ -141,7 +158,7 @@ def _proc_stat(pid: int) -> list[bytes] | None:
             raw = f.read()
     except OSError:
         return None
-    return raw[raw.rfind(b")") + 2:].split()
+    return raw[raw.rfind(b")") + 2 :].split()
 
 
 def tree_pids(root: int) -> set[int]:
@@ -200,10 +217,27 @@ class PaneInfo:
         def num(s: str) -> int | None:
             return int(s) if s.strip().lstrip("-").isdigit() else None
 
-        return cls(parts[0], num(parts[1]), parts[2], parts[3], parts[4] == "1", num(parts[5]), num(parts[6]),
-                   num(parts[7]) or 0, num(parts[8]) or 0, parts[9] != "0", parts[10] == "1", num(parts[11]) or 80,
-                   num(parts[12]) or 24, num(parts[13]) or 0, num(parts[14]) or 0, parts[15] == "1",
-                   parts[16] == "1", parts[17], parts[18])
+        return cls(
+            parts[0],
+            num(parts[1]),
+            parts[2],
+            parts[3],
+            parts[4] == "1",
+            num(parts[5]),
+            num(parts[6]),
+            num(parts[7]) or 0,
+            num(parts[8]) or 0,
+            parts[9] != "0",
+            parts[10] == "1",
+            num(parts[11]) or 80,
+            num(parts[12]) or 24,
+            num(parts[13]) or 0,
+            num(parts[14]) or 0,
+            parts[15] == "1",
+            parts[16] == "1",
+            parts[17],
+            parts[18],
+        )
 
     @property
     def exit_code(self) -> int | None:
@@ -240,9 +274,15 @@ class ControlClient:
     which ``%output`` lines came before and after its command (screen seeding relies on it).
     """
 
-    def __init__(self, argv: Sequence[str], env: dict[str, str], *,
-                 on_output: Callable[[str, bytes], None], on_notice: Callable[[str, list[str]], None],
-                 on_close: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: dict[str, str],
+        *,
+        on_output: Callable[[str, bytes], None],
+        on_notice: Callable[[str, list[str]], None],
+        on_close: Callable[[], None],
+    ) -> None:
         self.argv = list(argv)
         self.env = env
         self._on_output = on_output
@@ -265,8 +305,14 @@ class ControlClient:
         the loop's fd callbacks (cheaper than a stream task: one read per wake-up, no futures)."""
         self._loop = loop = asyncio.get_running_loop()
         try:
-            self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, env=self.env, start_new_session=True)
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise TmuxError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from None
         assert self._proc.stdout is not None and self._proc.stdin is not None
@@ -367,8 +413,11 @@ class ControlClient:
                         if words[0] == b"%end":
                             ready.set_result(None)
                         else:
-                            ready.set_exception(TmuxError(
-                                "tmux refused the control client: " + b" ".join(lines).decode("utf-8", "replace")))
+                            ready.set_exception(
+                                TmuxError(
+                                    "tmux refused the control client: " + b" ".join(lines).decode("utf-8", "replace")
+                                )
+                            )
                     elif self._block_ours:
                         reply = self._pending.popleft() if self._pending else _ignore_reply
                         error = None if words[0] == b"%end" else b" ".join(lines).decode("utf-8", "replace")
@@ -451,8 +500,9 @@ class TmuxPane:
 
     answers_queries = True
 
-    def __init__(self, host: TmuxHost, session: str, pane_id: str, window_id: str, pid: int | None,
-                 sink: PaneSink) -> None:
+    def __init__(
+        self, host: TmuxHost, session: str, pane_id: str, window_id: str, pid: int | None, sink: PaneSink
+    ) -> None:
         self.host = host
         self.session = session
         self.pane_id = pane_id
@@ -539,6 +589,7 @@ class TmuxPane:
                 self.sink.on_output(data)
                 if then:
                     then(new)
+
             return reply
 
         first = "main" if info.alternate else "visible"
@@ -564,7 +615,7 @@ class TmuxPane:
         else:
             self._sent_while_full = 0
         for start in range(0, len(data), WRITE_CHUNK):
-            chunk = data[start:start + WRITE_CHUNK]
+            chunk = data[start : start + WRITE_CHUNK]
             for i, piece in enumerate(chunk.split(b"\0")):
                 if i:
                     self.host._send(f"send-keys -H -t {self.pane_id} 00")
@@ -630,8 +681,10 @@ class TmuxPane:
 
     def _reseed(self) -> None:
         """Output tmux dropped for us (paused pane) is recovered from its screen."""
-        self.host._send(f"display-message -p -t {self.pane_id} {quote(INFO_FORMAT)}",
-                        lambda lines, err: self._reseed_with(lines) if err is None else None)
+        self.host._send(
+            f"display-message -p -t {self.pane_id} {quote(INFO_FORMAT)}",
+            lambda lines, err: self._reseed_with(lines) if err is None else None,
+        )
 
     def _reseed_with(self, lines: list[bytes] | None) -> None:
         info = PaneInfo.parse(lines[0]) if lines else None
@@ -744,7 +797,7 @@ def seed_bytes(main: list[bytes], visible: list[bytes], info: PaneInfo) -> bytes
     out = bytearray(b"\x1b[0m\x1b[r\x1b[?1049l\x1b[H\x1b[2J")
 
     def paint(lines: list[bytes]) -> None:
-        for row, line in enumerate(lines[:info.rows]):
+        for row, line in enumerate(lines[: info.rows]):
             if line:
                 out.extend(b"\x1b[%d;1H" % (row + 1) + line + b"\x1b[0m")
 
@@ -806,8 +859,14 @@ class TmuxHost:
     def _run(self, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """One tmux client invocation (start-up, spawn, cleanup: never per sweep)."""
         try:
-            return subprocess.run([self.tmux, "-u", "-S", str(self.socket), *args], capture_output=True,
-                                  text=True, timeout=timeout, env=self._server_env(), check=False)
+            return subprocess.run(
+                [self.tmux, "-u", "-S", str(self.socket), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=self._server_env(),
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             raise TmuxError(f"cannot run {self.tmux}: {exc}") from None
 
@@ -841,7 +900,9 @@ class TmuxHost:
         except StateDirError as exc:
             raise TmuxError(str(exc)) from None
         if len(os.fsencode(self.socket)) >= 104:
-            raise TmuxError(f"the state folder path is too long for a socket ({self.socket}); use a shorter --state-dir")
+            raise TmuxError(
+                f"the state folder path is too long for a socket ({self.socket}); use a shorter --state-dir"
+            )
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -854,8 +915,21 @@ class TmuxHost:
         if proc.returncode != 0:
             # "cat" keeps the hidden session alive, reading a terminal nobody types into
             proc = await asyncio.to_thread(
-                self._run, "-f", "/dev/null", "new-session", "-d", "-s", CONTROL_SESSION, "-n", "_control",
-                "-x", "80", "-y", "24", "cat")
+                self._run,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                CONTROL_SESSION,
+                "-n",
+                "_control",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "cat",
+            )
             if proc.returncode != 0 and "duplicate session" not in proc.stderr:
                 raise TmuxError(f"cannot start tmux on {self.socket}: {proc.stderr.strip() or proc.stdout.strip()}")
         if self.socket.stat().st_mode & 0o077:  # tmux makes it 0600 (+x while attached)
@@ -863,10 +937,16 @@ class TmuxHost:
         # remain-on-exit keeps a dead pane's status and screen; window-size stays the default
         # globally (tmux 3.3a crashes creating windows under a global "manual") and is set to
         # manual per window so an attached terminal never resizes an agent
-        opts = [("set-option", "-g", "exit-empty", "off"), ("set-option", "-gw", "remain-on-exit", "on"),
-                ("set-option", "-gw", "automatic-rename", "off"), ("set-option", "-gw", "allow-rename", "off"),
-                ("set-option", "-g", "destroy-unattached", "off"), ("set-option", "-s", "escape-time", "10"),
-                ("set-option", "-g", "history-limit", "1000"), ("set-option", "-gw", "aggressive-resize", "off")]
+        opts = [
+            ("set-option", "-g", "exit-empty", "off"),
+            ("set-option", "-gw", "remain-on-exit", "on"),
+            ("set-option", "-gw", "automatic-rename", "off"),
+            ("set-option", "-gw", "allow-rename", "off"),
+            ("set-option", "-g", "destroy-unattached", "off"),
+            ("set-option", "-s", "escape-time", "10"),
+            ("set-option", "-g", "history-limit", "1000"),
+            ("set-option", "-gw", "aggressive-resize", "off"),
+        ]
         args: list[str] = []
         for opt in opts:
             args.extend([*opt, ";"])
@@ -877,7 +957,11 @@ class TmuxHost:
     async def _connect(self) -> None:
         self.control = ControlClient(
             [self.tmux, "-u", "-S", str(self.socket), "-C", "attach-session", "-t", f"={CONTROL_SESSION}"],
-            self._server_env(), on_output=self._on_output, on_notice=self._on_notice, on_close=self._on_close)
+            self._server_env(),
+            on_output=self._on_output,
+            on_notice=self._on_notice,
+            on_close=self._on_close,
+        )
         await self.control.start()
         # flow control: a pane more than pause_after seconds behind is paused, not queued forever
         await self.control.command(f"refresh-client -f pause-after={self.pause_after}")
@@ -911,8 +995,11 @@ class TmuxHost:
             pane = self.panes.get(args[0])
             self._send(f"refresh-client -A {quote(args[0] + ':continue')}")
             if pane is not None:
-                log.info("tmux paused the pane's output (reading %s s behind); catching up from its screen",
-                         self.pause_after, extra={"session": pane.session})
+                log.info(
+                    "tmux paused the pane's output (reading %s s behind); catching up from its screen",
+                    self.pause_after,
+                    extra={"session": pane.session},
+                )
                 pane._reseed()
         elif name in ("%window-close", "%unlinked-window-close") and args:
             for pane in list(self.panes.values()):
@@ -1009,12 +1096,46 @@ class TmuxHost:
         command = [self.env_path, "-i", *env_args, *argv]
         name = spec.session
         target = f"={name}:"
-        args = ["set-option", "-g", "default-size", f"{spec.cols}x{spec.rows}", ";",
-                "new-session", "-d", "-s", name, "-n", name, "-c", spec.cwd.replace("#", "##"), "-P", "-F",
-                "#{pane_id} #{pane_pid} #{window_id} #{pane_tty}", *(_argv_arg(a) for a in command), ";",
-                "set-option", "-w", "-t", target, "window-size", "manual", ";",
-                "set-option", "-w", "-t", target, OPT_SESSION, name, ";",
-                "link-window", "-d", "-s", target, "-t", f"={CONTROL_SESSION}:"]
+        args = [
+            "set-option",
+            "-g",
+            "default-size",
+            f"{spec.cols}x{spec.rows}",
+            ";",
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-n",
+            name,
+            "-c",
+            spec.cwd.replace("#", "##"),
+            "-P",
+            "-F",
+            "#{pane_id} #{pane_pid} #{window_id} #{pane_tty}",
+            *(_argv_arg(a) for a in command),
+            ";",
+            "set-option",
+            "-w",
+            "-t",
+            target,
+            "window-size",
+            "manual",
+            ";",
+            "set-option",
+            "-w",
+            "-t",
+            target,
+            OPT_SESSION,
+            name,
+            ";",
+            "link-window",
+            "-d",
+            "-s",
+            target,
+            "-t",
+            f"={CONTROL_SESSION}:",
+        ]
         proc = self._run(*args)
         found = re.match(r"(%\d+) (\d+) (@\d+) (\S+)", proc.stdout.strip())
         if proc.returncode != 0 or not found:
@@ -1055,6 +1176,7 @@ class TmuxHost:
         (100 panes: one command, not 100)."""
         now = self.loop.time()
         if self._panes_snapshot is None or now - self._panes_snapshot[0] > 1.0:
+
             async def fetch() -> dict[str, PaneInfo]:
                 assert self.control is not None
                 try:
@@ -1063,6 +1185,7 @@ class TmuxHost:
                     return {}
                 found = (PaneInfo.parse(line) for line in lines)
                 return {i.pane_id: i for i in found if i is not None}
+
             self._panes_snapshot = (now, self.loop.create_task(fetch()))
         return await asyncio.shield(self._panes_snapshot[1])
 
@@ -1101,4 +1224,3 @@ class TmuxHost:
             if session:
                 out[session] = ref
         return out
-

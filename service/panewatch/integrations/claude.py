@@ -57,7 +57,7 @@ def state_from_payload(payload: Mapping[str, Any]) -> tuple[State | None, str, s
         return report.state, report.event, report.detail
     event = payload.get("hook_event_name")
     if not isinstance(event, str) or not event:
-        raise UnknownPayload("expected a Claude Code hook payload (hook_event_name) or {\"state\": ...}")
+        raise UnknownPayload('expected a Claude Code hook payload (hook_event_name) or {"state": ...}')
     if payload.get("agent_id") or event in ("SubagentStop", "SubagentStart"):
         return None, event, "subagent event"
     if event == "PermissionRequest":
