@@ -28,6 +28,7 @@ API_MAY_IMPORT = {
     "login",
     "identity",
     "report_socket",
+    "hosting",  # the composition root's input: the chosen pane host, state folder and registry
     "",
 }
 #: The engine's own modules (the size rules hold for these; others' modules are theirs to keep).

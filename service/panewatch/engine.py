@@ -17,40 +17,30 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from . import acp_sessions, guard
+from . import acp_sessions, guard, launch
 from . import transcript as transcripts
-from .backends import choose, make_screen
+from .backends import choose
 from .clock import Clock, LoopClock
 from .errors import Conflict, InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
 from .guard import AnswerResult, prompt_reacted
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
-from .integrations import DEFAULT, integration
-from .integrations.base import is_plain, plain_report
+from .integrations import integration, read_report
 from .keeper import Keeper, report_token_matches
 from .manifest import ManifestStore
 from .notify import Notifier
-from .pane import Pane
 from .panes import Panes
 from .procinfo import Program, program_name
-from .ptyproc import unencodable
 from .scheduler import Mode, Timing
-from .session import Session, SessionSpec, agent_env, expand_command
+from .session import Session, SessionSpec, agent_env
 from .signals import Report
-from .states import Decision, Source, State
+from .states import Decision, State
 from .streams import output_stream, screen_frames
 from .views import agents_view, explain_view, screen_view
 
 __all__ = ["AnswerResult", "Engine", "SessionSpec", "prompt_reacted"]
 
 log = logging.getLogger("panewatch.engine")
-
-SIZE_LIMITS = "rows must be 2..500 and cols 10..1000"
-
-
-def _check_size(rows: int, cols: int) -> None:
-    if not (2 <= rows <= 500 and 10 <= cols <= 1000):
-        raise InvalidRequest(SIZE_LIMITS)
 
 
 class Engine:
@@ -83,19 +73,8 @@ class Engine:
         # a backend that is not installed fails here, not at the first session; "auto" is decided here
         backend, why = choose(backend)
         log.info("screen backend %s (%s)", backend, why)
-        if hosts is None:
-            if host is None:
-                from .hosts.pty import PtyHost
-
-                host = PtyHost()
-            hosts = {host.kind: host}
-        #: every host by kind; a session names one (``SessionSpec.host``), else the first is used
-        self.hosts: dict[str, PaneHost] = dict(hosts)
-        if acp_sessions.KIND not in self.hosts:  # agents speaking ACP are always welcome: no setup
-            from .hosts.acp import AcpHost
-
-            self.hosts[acp_sessions.KIND] = AcpHost()
-        self.host = host if host is not None else next(iter(self.hosts.values()))
+        #: every host by kind; a session names one (``SessionSpec.host``), else ``host`` is used
+        self.hosts, self.host = launch.hosts_of(host, hosts)
         self.store, self.backend, self.wall, self.programs = store, backend, wall, programs
         self.service_url = service_url
         #: variables every agent gets besides its session's (the server sets the report socket's path)
@@ -158,22 +137,8 @@ class Engine:
         """Launch a session; its info. A command that cannot start still gives a session,
         ``exited`` with the error, so the caller can read what went wrong."""
         acp = spec.host == acp_sessions.KIND
-        manifest = self.store.get(spec.agent) if spec.agent and not acp else None
-        if spec.agent and manifest is None and not acp:
-            raise InvalidRequest(f"unknown agent {spec.agent!r} (known: {', '.join(self.store.agents())})")
-        if acp:
-            argv = acp_sessions.launch_argv(spec)  # ACP agents have no screen rules: no manifest
-        elif spec.command:
-            argv = list(spec.command)
-        elif manifest is not None and manifest.manifest.command:
-            argv = expand_command(manifest.manifest.command)
-        else:
-            raise InvalidRequest("give a command, or an agent whose manifest has a launch command")
-        if (why := unencodable(argv, spec.cwd, spec.env)) is not None:
-            raise InvalidRequest(why)  # before any session exists: all or nothing
-        if spec.cwd and not os.path.isdir(spec.cwd):
-            raise InvalidRequest(f"cwd {spec.cwd!r} is not a folder")
-        _check_size(spec.rows, spec.cols)
+        argv, manifest = launch.command_of(self.store, spec)
+        launch.check_size(spec.rows, spec.cols)
         host = self._host(spec.host)
         panes = self.panes
         sid = self.id_prefix + secrets.token_hex(4)
@@ -182,27 +147,16 @@ class Engine:
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)
-        pane = Pane(
-            make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-            agent=None if acp else spec.agent,
-            clock=panes.clock.time,
-            wall=self.wall,
-        )
-        if acp:  # its state comes from the protocol only, from the start
-            pane.set_exact(
-                Decision(
-                    State.working, Source.start, "initialize: starting the agent", program=os.path.basename(argv[0])
-                )
-            )
+        pane = launch.new_pane(self, sid, spec, acp=acp, program=os.path.basename(argv[0]))
         session = Session(sid, spec, argv, pane, chosen, host.kind)
         # no report token here: any pane of this user can read another's environment
         env = agent_env(
             os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url, **self.agent_vars}
         )
-        launch = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
+        start = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:
-            session.handle = host.spawn(launch, panes.sink(session))
+            session.handle = host.spawn(start, panes.sink(session))
         except SpawnError as exc:
             panes.failed(session, str(exc))
             return session.info()
@@ -237,28 +191,8 @@ class Engine:
     ) -> dict[str, Any] | None:
         """Take over a pane a previous server started on a host whose panes survive restarts
         (tmux), under its old id; its info, or None when the pane is gone."""
-        host = self._host(kind)
-        panes = self.panes
-        if sid in panes.sessions:
-            raise InvalidRequest(f"session {sid!r} exists already")
-        chosen = integration(manifest.manifest.hooks) if (manifest := self.store.get(spec.agent or "")) else None
-        pane = Pane(
-            make_screen(self.backend, spec.rows, spec.cols, reply=lambda data: panes.reply(sid, data)),
-            agent=spec.agent,
-            clock=panes.clock.time,
-            wall=self.wall,
-        )
-        session = Session(sid, spec, list(argv), pane, chosen, host.kind)
-        if report_token:
-            session.report_token = report_token
-        panes.add(session)
-        handle = await host.adopt(ref, sid, panes.sink(session))
-        if handle is None:
-            await panes.remove(session)
-            return None
-        session.handle = handle
-        log.info("adopted %s from %s (%s)", argv[0] if argv else "?", kind, ref, extra={"session": sid})
-        return self._running(session)
+        session = await launch.adopt(self, self._host(kind), ref, spec, sid=sid, argv=argv, report_token=report_token)
+        return None if session is None else self._running(session)
 
     def _session(self, sid: str) -> Session:
         try:
@@ -290,7 +224,7 @@ class Engine:
         return {"deleted": sid, "exit_code": session.pane.exit_code}
 
     def resize(self, sid: str, rows: int, cols: int) -> dict[str, Any]:
-        _check_size(rows, cols)
+        launch.check_size(rows, cols)
         session = self._session(sid)
         self.panes.resize(session, rows, cols)
         return session.info()
@@ -308,8 +242,7 @@ class Engine:
         }
 
     def report_token_matches(self, sid: str, presented: str) -> bool:
-        """Whether ``presented`` is this session's own report token (constant time); an adopted
-        session checks it against the hash the registry kept."""
+        """Whether ``presented`` is the session's report token (constant time; adopted: the kept hash)."""
         return report_token_matches(self._session(sid), presented)
 
     async def resume(self, sid: str) -> dict[str, Any]:
@@ -326,15 +259,9 @@ class Engine:
     def report(self, sid: str, payload: dict[str, Any]) -> Report | None:
         """A hook payload or ``{"state": ...}`` for a session, applied at once (None: ignored)."""
         session = self._session(sid)
-        now = self.panes.clock.time()
-        if is_plain(payload):
-            report: Report | None = plain_report(payload, now)
-        else:
-            chosen = session.integration or DEFAULT
-            manifest = session.pane.manifest(self.store)
-            if manifest is not None and manifest.manifest.hooks:
-                chosen = integration(manifest.manifest.hooks) or chosen
-            report = chosen.interpret(payload, now, session.memo)
+        manifest = session.pane.manifest(self.store)
+        hooks = manifest.manifest.hooks if manifest is not None else None
+        report = read_report(payload, self.panes.clock.time(), session.integration, hooks, session.memo)
         self.hub.publish(Reported(sid, payload, report.state if report else None, report.event if report else None))
         if report is None:
             return None

@@ -44,6 +44,20 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]
 
 
+#: Plain counters: (metric, help, key of ``Engine.stats()``).
+COUNTERS = (
+    ("panewatch_pty_read_bytes_total", "Bytes read from the agents' terminals.", "bytes_read"),
+    ("panewatch_emulated_bytes_total", "Bytes fed to the screen emulators.", "bytes_emulated"),
+    (
+        "panewatch_screen_errors_total",
+        "Escape sequences the screen emulators could not apply (the pane kept going).",
+        "screen_errors",
+    ),
+    ("panewatch_classifications_total", "Screens classified.", "classifications"),
+    ("panewatch_notifications_total", "Notifications sent (blocked, turn done).", "notifications"),
+)
+
+
 def exposition(stats: Mapping[str, Any], version: str) -> str:
     """Every figure of ``Engine.stats()``; counters include deleted sessions so they never go down."""
     recent = sorted(stats["sweep_seconds"])
@@ -76,34 +90,6 @@ def exposition(stats: Mapping[str, Any], version: str) -> str:
             ("panewatch_sweep_duration_seconds_count", {}, stats["sweeps"]),
         ],
     )
-    lines += family(
-        "panewatch_pty_read_bytes_total",
-        "counter",
-        "Bytes read from the agents' terminals.",
-        [("panewatch_pty_read_bytes_total", {}, stats["bytes_read"])],
-    )
-    lines += family(
-        "panewatch_emulated_bytes_total",
-        "counter",
-        "Bytes fed to the screen emulators.",
-        [("panewatch_emulated_bytes_total", {}, stats["bytes_emulated"])],
-    )
-    lines += family(
-        "panewatch_screen_errors_total",
-        "counter",
-        "Escape sequences the screen emulators could not apply (the pane kept going).",
-        [("panewatch_screen_errors_total", {}, stats["screen_errors"])],
-    )
-    lines += family(
-        "panewatch_classifications_total",
-        "counter",
-        "Screens classified.",
-        [("panewatch_classifications_total", {}, stats["classifications"])],
-    )
-    lines += family(
-        "panewatch_notifications_total",
-        "counter",
-        "Notifications sent (blocked, turn done).",
-        [("panewatch_notifications_total", {}, stats["notifications"])],
-    )
+    for name, help_text, key in COUNTERS:
+        lines += family(name, "counter", help_text, [(name, {}, stats[key])])
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from .keeper import Keeper
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
 from .proctree import Reaper
+from .registry import Registry
 
 
 def build_store(settings: Settings) -> ManifestStore:
@@ -62,12 +63,13 @@ def build_service_engine(
     *,
     store: ManifestStore | None = None,
     host: PaneHost | None = None,
-    keeper: Keeper | None = None,
+    registry: Registry | None = None,
     private: Path | None = None,
 ) -> Engine:
-    """The engine a server runs (on ``host``, with the session registry's ``keeper``): the local
+    """The engine a server runs (on ``host``, keeping the session ``registry``): the local
     one, wrapped in the cluster façade when ``cluster_url`` is set (nats-py is then needed:
     ``pip install 'panewatch[cluster]'``)."""
+    keeper = Keeper(registry) if registry is not None else None
     engine = build_engine(settings, store=store, host=host, keeper=keeper, private=private)
     if not settings.cluster_url:
         return engine

@@ -3,8 +3,8 @@ socket, the routers, the error mapping."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -15,7 +15,6 @@ from ..engine import Engine
 from ..hosting import Hosting
 from ..http_guard import HostAllowList, HttpGuard
 from ..identity import resolve_token, state_dir
-from ..keeper import Keeper
 from ..login import Logins
 from ..manifest import ManifestStore
 from ..report_socket import ReportSocket, socket_path
@@ -25,6 +24,25 @@ from .deps import refusal
 from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
+
+
+def _lifespan(engine: Engine, report_socket: ReportSocket) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the report socket (its path reaches agents), then the engine; stop in reverse."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await report_socket.start()
+        engine.agent_vars["PANEWATCH_REPORT_SOCKET"] = str(report_socket.path)
+        await engine.start()
+        try:
+            yield
+        finally:
+            try:
+                await engine.stop()
+            finally:
+                await report_socket.close()
+
+    return lifespan
 
 
 def create_app(
@@ -47,30 +65,17 @@ def create_app(
             settings,
             store=store,
             host=hosting.host if hosting else None,
-            keeper=Keeper(hosting.registry) if hosting else None,
+            registry=hosting.registry if hosting else None,
             private=private,
         )
     logins = Logins(settings.token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
     # hooks report here: the kernel names the calling process, its ancestry the pane
     report_socket = ReportSocket(socket_path(private), engine.agent_roots, routes_report.taker(engine))
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await report_socket.start()
-        engine.agent_vars["PANEWATCH_REPORT_SOCKET"] = str(report_socket.path)
-        await engine.start()
-        try:
-            yield
-        finally:
-            try:
-                await engine.stop()
-            finally:
-                await report_socket.close()
-
     app = FastAPI(
         title="Panewatch",
         version=__version__,
-        lifespan=lifespan,
+        lifespan=_lifespan(engine, report_socket),
         description="Is this agent waiting for me? Sessions, screens, states and guarded writes.",
     )
     app.state.engine = engine

@@ -8,7 +8,10 @@ in by adding a module here and a line to ``INTEGRATIONS``.
 
 from __future__ import annotations
 
-from .base import Integration, UnknownPayload, plain_report
+from typing import Any
+
+from ..signals import Report
+from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
 
 INTEGRATIONS: dict[str, Integration] = {"claude": ClaudeIntegration()}
@@ -23,4 +26,24 @@ def integration(name: str | None) -> Integration | None:
     return INTEGRATIONS.get(name) if name else None
 
 
-__all__ = ["DEFAULT", "INTEGRATIONS", "Integration", "UnknownPayload", "integration", "plain_report"]
+def read_report(
+    payload: dict[str, Any], now: float, launched: Integration | None, hooks: str | None, memo: dict[str, Any]
+) -> Report | None:
+    """A report from ``payload``: a plain ``{"state": ...}``, else a hook payload read by the
+    foreground agent's integration (its manifest's ``hooks``), else the launched one's, else
+    the default. None: an event that says nothing about the pane's state."""
+    if is_plain(payload):
+        return plain_report(payload, now)
+    chosen = integration(hooks) or launched or DEFAULT
+    return chosen.interpret(payload, now, memo)
+
+
+__all__ = [
+    "DEFAULT",
+    "INTEGRATIONS",
+    "Integration",
+    "UnknownPayload",
+    "integration",
+    "plain_report",
+    "read_report",
+]
