@@ -489,9 +489,10 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
     guarded ``/answer``, which the owning node checks; type on that node's own dashboard)."""
     view: dict[str, Any] = {}
     sent_size: tuple[int, int] | None = None
+    ready = False
 
     async def sender() -> None:
-        nonlocal sent_size
+        nonlocal sent_size, ready
         async for frame in cluster.screens(sid, styles=True):
             if frame.get("full"):
                 view.clear()
@@ -521,6 +522,9 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
                 )
                 sent_size = size
             await ws.send_bytes(repaint(view))
+            if not ready:  # as a local terminal does once its first screen is out
+                await ws.send_text(json.dumps({"type": "ready"}))
+                ready = True
             await ws.send_text(
                 json.dumps(
                     {

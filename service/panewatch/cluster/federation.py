@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Any
 
 from ..engine import Engine
@@ -342,20 +343,22 @@ class ClusterEngine:
 
     # `list` alone means the method above here (annotations resolve in the class body)
     async def _pump(self, watch: str, subject: str, source: AsyncIterator[Any], expiry: builtins.list[float]) -> None:
-        """Publish a stream's items while its lease holds; a watcher that went away costs nothing."""
-        try:
-            iterator = source.__aiter__()
-            while time.monotonic() < expiry[0]:
-                try:
-                    item = await asyncio.wait_for(iterator.__anext__(), timeout=1.0)
-                except TimeoutError:
-                    continue
-                except StopAsyncIteration:
-                    break
+        """Publish a stream's items while its lease holds; a watcher that went away costs nothing.
+        The stream is iterated by a task of its own and only cancelled when the lease ends: a
+        time-out around each item would cancel the generator in the middle of its first frame."""
+
+        async def forward() -> None:
+            async for item in source:
                 await self.link.publish_raw(subject, item)
-        except UnknownSession:
-            pass
+
+        task = asyncio.ensure_future(forward())
+        try:
+            while not task.done() and time.monotonic() < expiry[0]:
+                await asyncio.wait({task}, timeout=max(0.05, min(1.0, expiry[0] - time.monotonic())))
         finally:
+            task.cancel()
+            with suppress(asyncio.CancelledError, UnknownSession):
+                await task
             self._streams.pop(watch, None)
 
     # -- events ----------------------------------------------------------------------------
