@@ -103,7 +103,7 @@ def new_shell(server: Server, name: str, **extra) -> str:
 
 def buffer_lines(page, sid: str) -> list[str]:
     """Every line the card's terminal holds, scrollback included."""
-    return page.evaluate("id => window.panewatch.cards.get(id).term.lines()", sid)
+    return page.evaluate("id => window.panewatch.cards.get(id)?.term.lines()", sid)
 
 
 def visible_rows(page, sid: str) -> list[str]:
@@ -125,7 +125,7 @@ def wait_for_line(page, sid: str, pattern: str, timeout: float = 10_000) -> None
         page.wait_for_function(
             """([id, source]) => {
             const re = new RegExp(source);
-            return window.panewatch.cards.get(id).term.lines().some(l => re.test(l.trimEnd()));
+            return window.panewatch.cards.get(id)?.term.lines().some(l => re.test(l.trimEnd()));
         }""",
             arg=[sid, pattern],
             timeout=timeout,
@@ -193,7 +193,7 @@ def test_shell_takes_keys_ctrl_c_and_arrows(page, server: Server) -> None:
 
     page.keyboard.press("ArrowUp")  # readline recalls the last command
     page.wait_for_function(
-        "id => window.panewatch.cards.get(id).term.lines().filter(l => l.trim()).at(-1).trimEnd() === 'sh$ sleep 300'",
+        "id => window.panewatch.cards.get(id)?.term.lines().filter(l => l.trim()).at(-1).trimEnd() === 'sh$ sleep 300'",
         arg=sid,
     )
     page.keyboard.press("Control+U")
@@ -373,13 +373,13 @@ def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server
         screen = card_of(page, sid).locator(".screen .xterm")
 
         def viewport_y() -> int:
-            return page.evaluate("id => window.panewatch.cards.get(id).term.viewportY", sid)
+            return page.evaluate("id => window.panewatch.cards.get(id)?.term.viewportY", sid)
 
         def scroll_to_top() -> None:
             screen.hover()
             bottom = viewport_y()
             page.mouse.wheel(0, -300)  # the wheel scrolls back a few lines at a time
-            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id).term.viewportY < y", arg=[sid, bottom])
+            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id)?.term.viewportY < y", arg=[sid, bottom])
             screen.click()
             for _ in range(200):  # Shift+PageUp a page at a time, as in xterm
                 page.keyboard.press("Shift+PageUp")
@@ -418,7 +418,7 @@ def test_large_view_resizes_the_pane_and_closing_restores_it(page, server: Serve
     wait_until(lambda: size_of(server, sid) != (24, 80))
     rows, cols = size_of(server, sid)
     assert cols > 80 and rows > 24  # 1280×900 holds more than 80×24 at 12 px
-    size = page.evaluate("id => window.panewatch.cards.get(id).term.size", sid)
+    size = page.evaluate("id => window.panewatch.cards.get(id)?.term.size", sid)
     assert size == {"rows": rows, "cols": cols}
     card.locator(".screen .xterm").click()
     page.keyboard.type("stty size")
@@ -431,7 +431,7 @@ def test_large_view_resizes_the_pane_and_closing_restores_it(page, server: Serve
     page.keyboard.press("Escape")
     expect(card).not_to_have_class(re.compile(r"\bcard-large\b"))
     wait_until(lambda: size_of(server, sid) == (24, 80))
-    page.wait_for_function("id => window.panewatch.cards.get(id).term.size.cols === 80", arg=sid)
+    page.wait_for_function("id => window.panewatch.cards.get(id)?.term.size.cols === 80", arg=sid)
 
 
 def test_large_view_is_a_modal_without_the_hooks_json(page, server: Server) -> None:
@@ -475,7 +475,7 @@ def test_a_card_moving_first_shows_its_prompt_and_keeps_scroll_when_it_goes_back
     card = card_of(page, second)
     expect(card.locator(".badge-state")).to_have_text("blocked")
     expect(page.locator("#cards > .card").first).to_have_attribute("data-id", second)
-    page.wait_for_function("id => window.panewatch.cards.get(id).term.atBottom", arg=second)
+    page.wait_for_function("id => window.panewatch.cards.get(id)?.term.atBottom", arg=second)
     assert any(row.startswith("Continue? [y/N]") for row in visible_rows(page, second))
 
     card.get_by_role("button", name="Yes", exact=True).click()
@@ -487,10 +487,10 @@ def test_a_card_moving_first_shows_its_prompt_and_keeps_scroll_when_it_goes_back
     card.locator(".screen .xterm").hover()
     page.mouse.wheel(0, -600)
     page.wait_for_function("id => !window.panewatch.cards.get(id).term.atBottom", arg=second)
-    kept = page.evaluate("id => window.panewatch.cards.get(id).term.viewportY", second)
+    kept = page.evaluate("id => window.panewatch.cards.get(id)?.term.viewportY", second)
     card_of(page, first).locator(".meta").click()  # the user moves on
     expect(page.locator("#cards > .card").first).to_have_attribute("data-id", first)
-    assert page.evaluate("id => window.panewatch.cards.get(id).term.viewportY", second) == kept
+    assert page.evaluate("id => window.panewatch.cards.get(id)?.term.viewportY", second) == kept
     # the result line fades, then goes
     expect(card.locator(".result")).to_have_class(re.compile(r"\bfading\b"), timeout=12_000)
     expect(card.locator(".result")).to_be_empty(timeout=8_000)

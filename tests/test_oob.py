@@ -88,7 +88,7 @@ async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) 
     import asyncio
 
     sid = engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40))["id"]
-    for _ in range(100):  # the first read replaces the launch's own working/start
+    for _ in range(500):  # the first read replaces the launch's own working/start (10 s: a loaded CI)
         info = engine.get(sid)
         if info["source"] != "start":
             break

@@ -172,3 +172,21 @@ def test_claude_settings_adds_a_reporting_hook_per_event():
     # the pane is named by the kernel on the report socket: no token that another pane could read
     assert "-m 2" in REPORT_COMMAND and '--unix-socket "$PANEWATCH_REPORT_SOCKET"' in REPORT_COMMAND
     assert "TOKEN" not in REPORT_COMMAND
+
+
+def test_agents_do_not_inherit_ci_markers_but_a_session_may_set_them() -> None:
+    """A pane is an interactive terminal: TUIs that see CI=true (Gemini CLI) stop being one."""
+    from panewatch.session import agent_env
+
+    base = {
+        "CI": "true",
+        "CONTINUOUS_INTEGRATION": "1",
+        "CI_JOB_ID": "7",
+        "CIRCLE": "x",
+        "PATH": "/bin",
+        "PANEWATCH_TOKEN": "secret",
+    }
+    env = agent_env(base, {"PANEWATCH_SESSION": "s1"})
+    assert "CI" not in env and "CONTINUOUS_INTEGRATION" not in env and "CI_JOB_ID" not in env
+    assert env["CIRCLE"] == "x" and env["PATH"] == "/bin" and "PANEWATCH_TOKEN" not in env
+    assert agent_env(base, {"CI": "1"})["CI"] == "1"  # asked for by the session itself

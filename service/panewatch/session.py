@@ -41,10 +41,17 @@ def expand_command(command: Sequence[str]) -> list[str]:
     return [sys.executable if part == "{python}" else part for part in command]
 
 
+def _ci_marker(name: str) -> bool:
+    """A variable that tells programs they run in CI. A pane is an interactive terminal, and TUIs
+    that see one inherited from the server (Gemini CLI) refuse to be interactive; a session's own
+    ``env`` may still set them."""
+    return name in ("CI", "CONTINUOUS_INTEGRATION") or name.startswith("CI_")
+
+
 def agent_env(base: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """An agent's environment: the server's without any ``PANEWATCH_*``, a real terminal's TERM,
+    """An agent's environment: the server's without any ``PANEWATCH_*`` or CI marker, a real terminal's TERM,
     then what the session sets (its id, URL, report socket, the user's ``env``)."""
-    env = {k: v for k, v in base.items() if not k.startswith(SERVER_PREFIX)}
+    env = {k: v for k, v in base.items() if not k.startswith(SERVER_PREFIX) and not _ci_marker(k)}
     env.update({"TERM": "xterm-256color", "COLORTERM": "truecolor"})
     env.update(extra)
     return env
