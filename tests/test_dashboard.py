@@ -408,7 +408,8 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
     )
     try:
         expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
-        expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line")
+        # a loaded CI can take more than the default 10 s to start the agent and draw its screen
+        expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line", timeout=30_000)
         expect(page.locator("#cards > .card").first).to_have_attribute("data-id", asker)
 
         def overflow() -> int:
