@@ -102,6 +102,12 @@ def test_quote_and_unescape_round_trip_every_byte() -> None:
     assert quote(data).startswith('"') and "\n" not in quote(data) and "$" not in quote(data)
     escaped = b"".join(b"\\%03o" % c if c < 0x20 or c == 0x5C else bytes([c]) for c in data)
     assert unescape(escaped) == data
+    spinner = b"\x1b7\x1b[5A\r\x1b[2K\xe2\xa0\x8b Working\xe2\x80\xa6 (esc to interrupt)\x1b8\\"
+    assert unescape(b"".join(b"\\%03o" % c if c < 0x20 or c == 0x5C else bytes([c]) for c in spinner)) == spinner
+    # what the C decoder refuses (never sent by tmux) is decoded by the plain routine: escapes
+    # decoded, a lone backslash kept
+    assert unescape(b"a\\033b\\x") == b"a\x1bb\\x"
+    assert unescape(b"end\\") == b"end\\"
 
 
 async def test_host_is_the_seam(host: TmuxHost) -> None:

