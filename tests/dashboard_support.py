@@ -47,8 +47,11 @@ RULE = "─" * 40
 class Server:
     """``panewatch serve`` in a subprocess, on a fixed port so that it can be restarted there."""
 
-    def __init__(self, token: str, port: int | None = None, log_dir: Path | None = None) -> None:
+    def __init__(
+        self, token: str, port: int | None = None, log_dir: Path | None = None, manifests: Path | None = None
+    ) -> None:
         self.token = token
+        self.manifests = manifests or LAB_MANIFESTS  # one extra manifest folder (--manifests)
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = log_dir
@@ -87,7 +90,7 @@ class Server:
                 str(self.state_dir),
                 "--sweep-ms",
                 "100",
-                *(["--manifests", str(LAB_MANIFESTS)] if LAB_MANIFESTS else []),
+                *(["--manifests", str(self.manifests)] if self.manifests else []),
             ],
             cwd=REPO,
             env=env,

@@ -270,6 +270,9 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 assert set(third) == set(before)
                 assert {s["state"] for n, s in third.items() if n != "done"} == {"lost"}
                 assert "MARKER-4242" in screen_text(c, marker["id"])
+                # the card's offer comes with the record, and says the same as the endpoint
+                assert third["marker"]["resume"]["possible"] is False
+                assert "no resume command" in third["marker"]["resume"]["why"]
                 r = c.post(f"/api/sessions/{marker['id']}/resume")
                 assert r.status_code == 409 and "no resume command" in r.json()["detail"]
                 r = c.delete(f"/api/sessions/{marker['id']}")

@@ -53,6 +53,8 @@ export const api = {
   send: (id, text, enter = true) => request("POST", `/api/sessions/${encodeURIComponent(id)}/send`, { text, enter }),
   screen: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/screen`),
   session: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}`),
+  /** A lost session's agent started again on its conversation (its manifest's resume command). */
+  resume: (id) => request("POST", `/api/sessions/${encodeURIComponent(id)}/resume`),
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
   answer: (id, answer) =>
     request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),

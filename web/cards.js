@@ -109,6 +109,7 @@ export class Card {
     this.nodeEl = h("span", { class: "node", hidden: true });
     this.detailsEl = h("dl", { class: "details" });
     this.exitEl = h("p", { class: "exit", hidden: true });
+    this.buildLost();
 
     // the prompt: options / yes-no as buttons, a password field, Esc, and any keys
     this.optionsEl = h("div", { class: "options", role: "group", "aria-label": "Answer the prompt" });
@@ -178,6 +179,7 @@ export class Card {
         this.cwdEl),
       this.detailsEl,
       this.exitEl,
+      this.lostEl,
       this.promptEl,
       this.confirmEl,
       this.heldEl,
@@ -239,6 +241,7 @@ export class Card {
     }
     if (this.acp) this.acp.update(s);
     this.renderPrompt();
+    this.renderLost(session, prevState);
   }
 
   renderDetails() {
@@ -266,6 +269,73 @@ export class Card {
   tick() {
     const since = this.session.since;
     this.timeEl.textContent = since ? formatDuration(this.ctx.serverNow() - since) : "";
+  }
+
+  // -- a lost session: its last screen, why, and Resume where its agent can ---------------------
+  buildLost() {
+    this.lostWhy = h("p", { class: "lost-why" });
+    this.lostNote = h("p", { class: "lost-note" });
+    this.resumeButton = button("Resume", "resume primary", () => this.resumeLost());
+    this.lostEl = h("section", { class: "lost", hidden: true, "aria-label": "Lost session" },
+      h("h3", {}, "Lost"), this.lostWhy, this.lostNote, this.resumeButton);
+  }
+
+  /** Shown while the session is `lost`; the offer (`resume`) comes with the session's record, or
+   * is asked for when a state event (which does not carry it) made the session lost. */
+  renderLost(update, prevState) {
+    const s = this.session;
+    const lost = s.state === "lost";
+    this.lostEl.hidden = !lost;
+    this.el.classList.toggle("card-lost", lost);
+    if (!lost) {
+      this.lostOffer = null;
+      return;
+    }
+    if (update.resume !== undefined) this.lostOffer = update.resume;
+    else if (prevState !== "lost" || !this.lostOffer) this.fetchLostOffer();
+    this.exitEl.hidden = true; // the lost section says why
+    this.deleteButton.textContent = "Remove";
+    this.sendInput.disabled = this.sendButton.disabled = true;
+    this.sendInput.placeholder = "The session is lost";
+    const why = s.error || s.why || "its pane is gone";
+    this.lostWhy.textContent = `${why[0].toUpperCase()}${why.slice(1)}${/[.!?]$/.test(why) ? "" : "."} `
+      + "The screen below is the last one seen.";
+    const offer = this.lostOffer;
+    this.resumeButton.hidden = !(offer && offer.possible);
+    this.resumeButton.disabled = this.busy;
+    this.lostNote.textContent = !offer ? "Checking whether it can be resumed…"
+      : offer.possible ? "Resume starts its agent again on the same conversation, in the same folder."
+        : `It cannot be resumed: ${offer.why}`;
+  }
+
+  async fetchLostOffer() {
+    if (this.lostFetch) return;
+    this.lostFetch = true;
+    try {
+      const info = await api.session(this.id);
+      if (!this.destroyed) this.update(info);
+    } catch {
+      if (!this.destroyed) this.lostNote.textContent = "Could not ask whether it can be resumed.";
+    } finally {
+      this.lostFetch = false;
+    }
+  }
+
+  async resumeLost() {
+    if (this.busy) return;
+    this.setBusy(true);
+    this.resumeButton.disabled = true;
+    this.showResult("Resuming…", "pending");
+    try {
+      const info = await api.resume(this.id);
+      this.showResult("✓ Resumed: its agent runs again.", "ok");
+      this.update(info);
+    } catch (err) {
+      this.showResult(`Could not resume: ${err.message}`, err.status === 409 ? "warn" : "error");
+    } finally {
+      this.setBusy(false);
+      this.resumeButton.disabled = false;
+    }
   }
 
   // -- the terminal channel -------------------------------------------------------------------

@@ -26,7 +26,7 @@ from .events import Created, Deleted, EventHub, EventStream, Listener, Notified,
 from .guard import AnswerResult, prompt_reacted
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
 from .integrations import integration, read_report
-from .keeper import Keeper, report_token_matches
+from .keeper import NO_REGISTRY, Keeper, report_token_matches
 from .manifest import ManifestStore
 from .notify import Notifier
 from .panes import Panes
@@ -201,12 +201,19 @@ class Engine:
             raise UnknownSession(f"no session {sid!r}") from None
 
     def get(self, sid: str) -> dict[str, Any]:
-        return self._session(sid).info()
+        return self._view(self._session(sid))
 
     info = get
 
     def list(self) -> list[dict[str, Any]]:
-        return [s.info() for s in self.panes.sessions.values()]
+        return [self._view(s) for s in self.panes.sessions.values()]
+
+    def _view(self, session: Session) -> dict[str, Any]:
+        """A session's info; a lost one also says whether Resume can bring it back, or why not."""
+        info = session.info()
+        if session.pane.decision.state == State.lost:
+            info["resume"] = self.keeper.resume_offer(session) if self.keeper else NO_REGISTRY
+        return info
 
     def __contains__(self, sid: object) -> bool:
         return self._panes is not None and sid in self._panes.sessions

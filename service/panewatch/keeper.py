@@ -35,6 +35,7 @@ log = logging.getLogger("panewatch.keeper")
 SCREEN_SAVE_S = 2.0
 LOST_HOST_GONE = "its pane is gone (the tmux server or the machine restarted)"
 LOST_NOT_KEPT = "the {kind} host's agents end with the server that started them"
+NO_REGISTRY = {"possible": False, "why": "resume needs the session registry (the state folder)"}
 
 
 class Keeper:
@@ -272,6 +273,31 @@ class Keeper:
         log.info("lost: %s", why, extra={"session": session.id})
 
     # -- resume ------------------------------------------------------------------------------
+    def _resume_argv(self, session: Session) -> list[str]:
+        """The command that resumes this session's conversation, or ResumeError saying why not."""
+        assert self.engine is not None
+        manifest = self.engine.store.get(session.spec.agent) if session.spec.agent else None
+        argv = resume_argv(
+            expand_command(manifest.manifest.resume) if manifest else [],
+            session.spec.agent,
+            session.memo.get("agent_session_id"),
+        )
+        if (
+            manifest is not None
+            and session.argv
+            and os.path.basename(session.argv[0]) in ({argv[0], *manifest.manifest.processes})
+        ):
+            argv[0] = session.argv[0]  # the same binary the session was launched with
+        return argv
+
+    def resume_offer(self, session: Session) -> dict[str, Any]:
+        """What a lost session's card offers: ``possible``, and ``why`` not (the dashboard says it)."""
+        try:
+            self._resume_argv(session)
+        except ResumeError as exc:
+            return {"possible": False, "why": str(exc)}
+        return {"possible": True, "why": None}
+
     async def resume(self, sid: str) -> dict[str, Any]:
         """Start a lost session's agent again on its conversation, same id, same folder. The
         session stays lost (and says why) when the agent cannot be started."""
@@ -288,19 +314,9 @@ class Keeper:
             )
         manifest = engine.store.get(session.spec.agent) if session.spec.agent else None
         try:
-            argv = resume_argv(
-                expand_command(manifest.manifest.resume) if manifest else [],
-                session.spec.agent,
-                session.memo.get("agent_session_id"),
-            )
+            argv = self._resume_argv(session)
         except ResumeError as exc:
             raise Conflict(str(exc), session.pane.decision) from None
-        if (
-            manifest is not None
-            and session.argv
-            and os.path.basename(session.argv[0]) in ({argv[0], *manifest.manifest.processes})
-        ):
-            argv[0] = session.argv[0]  # the same binary the session was launched with
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
         if session.spec.hooks and chosen is not None and manifest is not None:
             argv += chosen.launch_args(argv, manifest.manifest.processes)

@@ -1,0 +1,134 @@
+"""A lost session in the dashboard (Debian's Chromium, a real server on the tmux host): the tmux
+server is killed, every card turns ``lost`` with its last screen and why; an agent whose manifest
+can resume its conversation gets a Resume button that brings the card back live, one that cannot
+says why."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LAB_MANIFESTS, Server, console_errors, idle_agent
+from panewatch.hosts.tmux import tmux_usable
+
+if not Path(CHROMIUM).is_file():
+    pytest.skip(
+        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
+    )
+if tmux_usable() is not None:
+    pytest.skip(f"tmux host unavailable: {tmux_usable()}", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
+expect = sync_api.expect
+expect.set_options(timeout=15_000)
+
+CONVERSATION = "conv-4242"
+
+#: An agent that resumes: its "hook" reports its conversation id over the pane's report socket
+#: (as Claude Code's hooks do), and its manifest says how to start that conversation again.
+RESUMABLE_MANIFEST = """
+agent = "resumable"
+version = "1"
+description = "test stand-in: reports its conversation id; its resume command reopens it"
+extends = "claude"
+resume = ["bash", "-c", "printf 'resumed conversation %s\\\\r\\\\n' \\"$0\\"; exec sleep 600", "{agent_session_id}"]
+"""
+
+
+def resumable_agent() -> list[str]:
+    return [
+        "bash",
+        "-c",
+        'curl -sS -m 5 -o /dev/null -X POST --unix-socket "$PANEWATCH_REPORT_SOCKET" '
+        "-H 'Content-Type: application/json' "
+        f'--data-binary \'{{"state": "idle", "session_id": "{CONVERSATION}"}}\' '
+        '"http://panewatch/report?session=$PANEWATCH_SESSION"; '
+        "printf 'first conversation\\r\\n'; exec sleep 600",
+    ]
+
+
+@pytest.fixture()
+def server(tmp_path: Path) -> Iterator[Server]:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    if LAB_MANIFESTS is not None:
+        for each in LAB_MANIFESTS.glob("*.toml"):
+            (manifests / each.name).write_text(each.read_text())
+    (manifests / "resumable.toml").write_text(RESUMABLE_MANIFEST)
+    srv = Server("lost-" + secrets.token_urlsafe(12), log_dir=tmp_path / "logs", manifests=manifests)
+    srv.state_dir = tmp_path / "state"  # its own tmux server, killed by the test
+    srv.start()
+    yield srv
+    srv.close()
+
+
+def test_killed_tmux_shows_lost_cards_and_resume_brings_one_back(server: Server) -> None:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", console_errors(errors))
+        page.goto(f"{server.url}/?token={server.token}")
+        expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+
+        agent = server.create(resumable_agent(), name="resumable", agent="resumable")["id"]
+        plain = server.create(idle_agent("PLAIN-MARKER"), name="plain")["id"]
+        card, other = (page.locator(f'#cards > .card[data-id="{sid}"]') for sid in (agent, plain))
+        expect(card.locator(".screen")).to_contain_text("first conversation")
+        expect(other.locator(".screen")).to_contain_text("PLAIN-MARKER")
+
+        def reported() -> bool:
+            with server.client() as c:
+                return bool(c.get(f"/api/sessions/{agent}").json()["source"] == "hook")
+
+        deadline = time.monotonic() + 15
+        while not reported() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert reported(), "the agent's report (its conversation id) never arrived"
+
+        subprocess.run(["tmux", "-S", str(server.state_dir / "tmux.sock"), "kill-server"], check=True)
+
+        # both cards lost: why, the last screen kept, nothing to type into
+        for each in (card, other):
+            expect(each).to_have_attribute("data-state", "lost")
+            lost = each.locator(".lost")
+            expect(lost).to_be_visible()
+            expect(lost.locator(".lost-why")).to_contain_text("tmux server is gone")
+            expect(each.locator(".send-text")).to_be_disabled()
+        expect(other.locator(".screen")).to_contain_text("PLAIN-MARKER")
+        expect(card.locator(".screen")).to_contain_text("first conversation")
+        # Claude's manifest can resume, but this stand-in never reported a conversation: it says
+        # so, and has no button
+        expect(other.locator(".lost-note")).to_contain_text("cannot be resumed")
+        expect(other.locator(".lost-note")).to_contain_text("never reported its conversation id")
+        expect(other.locator("button.resume")).to_be_hidden()
+
+        # the resumable one: Resume starts its agent again on the same conversation, same card
+        resume = card.locator("button.resume")
+        expect(resume).to_be_visible()
+        expect(card.locator(".lost-note")).to_contain_text("same conversation")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-lost.png"))
+        resume.click()
+        expect(card).not_to_have_attribute("data-state", "lost")
+        expect(card.locator(".lost")).to_be_hidden()
+        expect(card.locator(".screen")).to_contain_text(f"resumed conversation {CONVERSATION}")
+        expect(card.locator(".result")).to_contain_text("Resumed")
+        expect(card.locator(".send-text")).to_be_enabled()
+        with server.client() as c:
+            info = c.get(f"/api/sessions/{agent}").json()
+            assert info["state"] != "lost" and info["pid"] and "resume" not in info
+            assert info["command"][-1] == CONVERSATION
+            assert c.get(f"/api/sessions/{plain}").json()["resume"]["possible"] is False
+        # the other card stays lost
+        expect(other).to_have_attribute("data-state", "lost")
+        assert errors == [], f"errors in the page's console: {errors}"
+        context.close()
+        browser.close()
