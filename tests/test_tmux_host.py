@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from panewatch.hosts import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
-from panewatch.hosts.tmux import PaneInfo, TmuxError, TmuxHost, quote, seed_bytes, tmux_usable, tree_pids, unescape
+from panewatch.hosts.tmux import PaneInfo, TmuxError, TmuxHost, quote, seed_bytes, tmux_usable, tree_members, unescape
 from panewatch.procinfo import program_name
+from panewatch.proctree import descendants
 from panewatch.screen import Screen
 
 pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
@@ -170,9 +171,11 @@ async def test_foreground_program_and_signal(host: TmuxHost) -> None:
 
 async def test_terminate_kills_the_whole_tree_and_the_window(host: TmuxHost) -> None:
     sink = Sink()
-    pane = host.spawn(spec("kt1", "sh", "-c", "trap '' HUP; sleep 1000 & setsid sleep 1001 & sleep 1002"), sink)
-    await until(lambda: len(tree_pids(pane.pid)) >= 3, what="the children")
-    pids = tree_pids(pane.pid)
+    # a setsid grandchild whose parent is gone is no descendant any more: its marker finds it
+    pane = host.spawn(spec("kt1", "sh", "-c", "trap '' HUP; sleep 1000 & (setsid sleep 1001 &); sleep 1002"), sink)
+    await until(lambda: len(tree_members("kt1", pane.pid)) >= 4, what="the children")
+    pids = tree_members("kt1", pane.pid)
+    assert pids - descendants(pane.pid), "the setsid grandchild left the tree (its parent exited)"
     assert any(s == "kt1" for s in " ".join(windows(host)).split())
     code = await pane.terminate(grace=0.3)
     assert code == -signal.SIGKILL  # it ignored SIGHUP

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from ..proctree import MARKER_VAR, Containment, Reaper, live
 from ..statedir import StateDirError, check_private, prepare_state_dir
 from .base import HostError, LaunchSpec, PaneSink, SpawnError, WriteRefused
 
@@ -176,27 +177,26 @@ def _proc_stat(pid: int) -> list[bytes] | None:
     return raw[raw.rfind(b")") + 2 :].split()
 
 
-def tree_pids(root: int) -> set[int]:
-    """``root``, its descendants, and every process still in its session (one /proc scan)."""
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    in_session: set[int] = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        fields = _proc_stat(int(name))
-        if fields is None:
-            continue
-        pid, ppid, sid = int(name), int(fields[1]), int(fields[3])
-        children[ppid].append(pid)
-        if sid == root:
-            in_session.add(pid)
-    found, todo = {root}, [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found | in_session
+def pane_marker(session: str) -> str:
+    """The marker variable's value in an agent's environment (``proctree.MARKER_VAR``): derived
+    from the session id, so a server that adopts the pane after a restart finds its processes too."""
+    return f"tmux.{session}"
+
+
+#: The shared reaper's stop-rescan-kill without cgroups or records: tmux agents are no children of
+#: the server (no cgroup can be joined between fork and exec) and must outlive it (no leftovers file).
+_REAPER = Reaper(None, cgroups=False)
+
+
+def kill_tree(session: str, root: int | None) -> int:
+    """Kill every process of an agent: its tree by the parent chain and whatever carries its
+    marker (a ``setsid`` grandchild whose parent died); returns how many (proctree, blocking)."""
+    return _REAPER.kill(Containment(session, pane_marker(session), None, root), include_root=root is not None)
+
+
+def tree_members(session: str, root: int | None) -> set[int]:
+    """The processes ``kill_tree`` would kill now."""
+    return _REAPER.members(Containment(session, pane_marker(session), None, root), include_root=root is not None)
 
 
 @dataclass(frozen=True)
@@ -767,16 +767,17 @@ class TmuxPane:
         self.host._lost(self, code, reason)
 
     async def terminate(self, grace: float = 2.0) -> int | None:
-        """SIGHUP to the whole tree (descendants and the session), SIGKILL after ``grace``, then
-        the window goes: nothing of the agent is left in tmux or in the process table."""
+        """SIGHUP to the whole tree (descendants and marker holders), then the shared reaper's
+        stop-and-kill after ``grace``, then the window goes: nothing of the agent is left in tmux
+        or in the process table."""
         if not self.exited and self._pid is not None:
-            pids = tree_pids(self._pid)
+            pids = await asyncio.to_thread(tree_members, self.session, self._pid)
             self._kill(pids, signals.SIGHUP)
             self._kill(pids, signals.SIGCONT)
             deadline = self.host.loop.time() + grace
-            while self.host.loop.time() < deadline and _any_alive(pids):
+            while self.host.loop.time() < deadline and any(live(p) for p in pids):
                 await asyncio.sleep(0.02)
-            self._kill(pids | tree_pids(self._pid), signals.SIGKILL)
+            await asyncio.to_thread(kill_tree, self.session, self._pid)
             deadline = self.host.loop.time() + 2.0
             while not self.exited and self.host.loop.time() < deadline:
                 await asyncio.sleep(0.01)
@@ -797,14 +798,6 @@ class TmuxPane:
         self._closed = True
         self._unwatch()
         self.host._forget(self)
-
-
-def _any_alive(pids: set[int]) -> bool:
-    for pid in pids:
-        fields = _proc_stat(pid)
-        if fields is not None and fields[0] != b"Z":
-            return True
-    return False
 
 
 def seed_bytes(main: list[bytes], visible: list[bytes], info: PaneInfo) -> bytes:
@@ -1107,7 +1100,8 @@ class TmuxHost:
             raise SpawnError(f"cannot start {argv[0]!r}: not found or not executable")
         if "=" in os.path.basename(argv[0]):
             argv[0] = os.path.abspath(argv[0])  # env(1) would take NAME=VALUE for a variable
-        env_args = [f"{k}={v}" for k, v in spec.env.items() if "=" not in k and "\0" not in k + v]
+        env = {**spec.env, MARKER_VAR: pane_marker(spec.session)}
+        env_args = [f"{k}={v}" for k, v in env.items() if "=" not in k and "\0" not in k + v]
         command = [self.env_path, "-i", *env_args, *argv]
         name = spec.session
         target = f"={name}:"
@@ -1212,12 +1206,7 @@ class TmuxHost:
             if session not in keep:
                 info = (await self._all_panes()).get(ref)
                 if info is not None:
-                    if info.pid and not info.dead:
-                        for pid in tree_pids(info.pid):
-                            try:
-                                os.kill(pid, signals.SIGKILL)
-                            except OSError:
-                                pass
+                    await asyncio.to_thread(kill_tree, session, info.pid if info.pid and not info.dead else None)
                     try:
                         await self.control.command(f"kill-window -t {info.window_id}")  # type: ignore[union-attr]
                     except TmuxError:
