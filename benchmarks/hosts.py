@@ -8,6 +8,12 @@ process's screens are the same on both hosts). Adoption: a second TmuxHost takes
 panes (screen, cursor, live stream), timed from its start() to the last adopt().
 
     nice .venv/bin/python benchmarks/hosts.py --agents 200 --seconds 20 --adopt 100
+
+``--server`` measures the acceptance figure itself: a real ``panewatch serve`` per host (engine,
+sweeps, the dashboard's terminal history, the registry) with N spinner sessions created over the
+API; CPU of the server process, plus the tmux server on the tmux host.
+
+    nice .venv/bin/python benchmarks/hosts.py --server --agents 200 --seconds 20 --rounds 3
 """
 
 from __future__ import annotations
@@ -17,17 +23,23 @@ import asyncio
 import json
 import os
 import resource
+import secrets
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from panewatch.hosts.base import LaunchSpec
-from panewatch.hosts.tmux import TmuxHost, tree_pids
+from panewatch.hosts.tmux import TmuxHost
 from panewatch.ptyproc import PtyProcess
 from panewatch.screen import Screen
+from panewatch_lab.loopback import free_port
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -82,20 +94,35 @@ async def measure(seconds: float, tmux_pids: list[int], sinks: list[ScreenSink])
     await asyncio.sleep(seconds)
     wall = time.monotonic() - t0
     own = (self_cpu() - c0) / wall * 100
-    each = [(cpu_seconds(p) - c) / wall * 100 for p, c in zip(tmux_pids, tm0)]
+    each = [(cpu_seconds(p) - c) / wall * 100 for p, c in zip(tmux_pids, tm0, strict=True)]
     tm = sum(each)
     rate = (sum(s.bytes for s in sinks) - b0) / wall
-    return {"own_cpu_pct": round(own, 1), "tmux_cpu_pct": round(tm, 1), "total_cpu_pct": round(own + tm, 1),
-            "tmux_split_pct": [round(x, 1) for x in each], "bytes_per_s": round(rate),
-            # CPU per byte delivered: fair when starved agents wrote less in one run than the other
-            "cpu_s_per_mb": round((own + tm) / 100 / (rate / 1e6), 2) if rate else None}
+    return {
+        "own_cpu_pct": round(own, 1),
+        "tmux_cpu_pct": round(tm, 1),
+        "total_cpu_pct": round(own + tm, 1),
+        "tmux_split_pct": [round(x, 1) for x in each],
+        "bytes_per_s": round(rate),
+        # CPU per byte delivered: fair when starved agents wrote less in one run than the other
+        "cpu_s_per_mb": round((own + tm) / 100 / (rate / 1e6), 2) if rate else None,
+    }
 
 
 async def run_pty(n: int, seconds: float, warm: float, hz: float) -> dict[str, float]:
     loop = asyncio.get_running_loop()
     sinks = [ScreenSink(32, 120) for _ in range(n)]
-    procs = [PtyProcess(agent_argv(hz), rows=32, cols=120, env=agent_env(), on_output=s.on_output,
-                        on_exit=lambda code: None, loop=loop) for s in sinks]
+    procs = [
+        PtyProcess(
+            agent_argv(hz),
+            rows=32,
+            cols=120,
+            env=agent_env(),
+            on_output=s.on_output,
+            on_exit=lambda code: None,
+            loop=loop,
+        )
+        for s in sinks
+    ]
     await asyncio.sleep(warm)
     out = await measure(seconds, [], sinks)
     for p in procs:
@@ -128,7 +155,7 @@ async def run_tmux(n: int, seconds: float, warm: float, hz: float, adopt: int, s
     second = TmuxHost(state)
     await second.start()
     new_sinks = [ScreenSink(32, 120) for _ in refs]
-    adopted = await asyncio.gather(*(second.adopt(ref, sid, s) for (ref, sid), s in zip(refs, new_sinks)))
+    adopted = await asyncio.gather(*(second.adopt(ref, sid, s) for (ref, sid), s in zip(refs, new_sinks, strict=True)))
     out["adopt_s"] = round(time.perf_counter() - t0, 3)
     out["adopted"] = sum(a is not None for a in adopted)
     out["adopted_with_screen"] = sum(any(line.strip() for line in s.screen.lines()) for s in new_sinks)
@@ -137,38 +164,143 @@ async def run_tmux(n: int, seconds: float, warm: float, hz: float, adopt: int, s
     return out
 
 
+def run_server(kind: str, n: int, seconds: float, warm: float, state: Path) -> dict[str, Any]:
+    """``panewatch serve --pane-host KIND`` with n spinner sessions: server (+ tmux server) CPU."""
+    port, token = free_port(), secrets.token_urlsafe(16)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+    argv = [
+        sys.executable,
+        "-m",
+        "panewatch",
+        "serve",
+        "--port",
+        str(port),
+        f"--token={token}",
+        "--pane-host",
+        kind,
+        "--state-dir",
+        str(state),
+    ]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+            for _ in range(300):
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+            for i in range(n):
+                r = c.post("/api/sessions", json={"command": agent_argv(10), "name": f"spin-{i}"})
+                r.raise_for_status()
+            time.sleep(warm)
+            tmux_pid = None
+            if kind == "tmux":
+                out = subprocess.run(
+                    ["tmux", "-S", str(state / "tmux.sock"), "display", "-p", "#{pid}"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                tmux_pid = int(out.strip())
+
+            def read() -> tuple[float, float, float]:
+                done = sum(s["bytes_read"] for s in c.get("/api/sessions").json()["sessions"])
+                return time.monotonic(), done, cpu_seconds(proc.pid) + (cpu_seconds(tmux_pid) if tmux_pid else 0)
+
+            own0 = cpu_seconds(proc.pid)
+            t0, b0, c0 = read()
+            time.sleep(seconds)
+            own1 = cpu_seconds(proc.pid)
+            t1, b1, c1 = read()
+        wall, rate = t1 - t0, (b1 - b0) / (t1 - t0)
+        total = (c1 - c0) / wall * 100
+        own = min((own1 - own0) / wall * 100, total)  # read a moment apart: never more than the total
+        return {
+            "server_cpu_pct": round(own, 1),
+            "tmux_cpu_pct": round(total - own, 1) if tmux_pid else 0.0,
+            "total_cpu_pct": round(total, 1),
+            "bytes_per_s": round(rate),
+            "cpu_s_per_mb": round(total / 100 / (rate / 1e6), 2) if rate else None,
+            "load": round(os.getloadavg()[0], 1),
+        }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if kind == "tmux":
+            subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "kill-server"], capture_output=True, check=False)
+
+
+def server_rounds(args: argparse.Namespace) -> int:
+    runs = []
+    for n in range(args.rounds):
+        pair = {}
+        for kind in ("pty", "tmux"):
+            with tempfile.TemporaryDirectory(prefix="pwb-") as tmp:
+                pair[kind] = run_server(kind, args.agents, args.seconds, args.warm, Path(tmp) / "s")
+            print(f"round {n + 1} {kind:4}: {json.dumps(pair[kind])}", flush=True)
+        runs.append(pair)
+    ratios = sorted(
+        r["tmux"]["cpu_s_per_mb"] / r["pty"]["cpu_s_per_mb"]
+        for r in runs
+        if r["pty"]["cpu_s_per_mb"] and r["tmux"]["cpu_s_per_mb"]
+    )
+    ratio = statistics.median(ratios) if ratios else float("nan")
+    print(
+        f"panewatch serve, {args.agents} spinner sessions, {len(runs)} round(s), load average "
+        f"{os.getloadavg()[0]:.1f}: server + tmux server CPU per MB read, tmux host / pty host: median "
+        f"{ratio:.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)}; target <= 1.5x)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"runs": runs, "ratio": ratio}, indent=2))
+    return 0
+
+
 async def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", type=int, default=200)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--warm", type=float, default=8.0, help="seconds after starting the agents, not measured")
-    p.add_argument("--hz", type=float, default=10.0, help="spinner frames per second per agent (the lab's fake agent: 10)")
+    p.add_argument(
+        "--hz", type=float, default=10.0, help="spinner frames per second per agent (the lab's fake agent: 10)"
+    )
     p.add_argument("--adopt", type=int, default=100, help="panes a second tmux host adopts")
     p.add_argument("--rounds", type=int, default=1, help="pty then tmux, this many times (medians printed)")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--server", action="store_true", help="measure real `panewatch serve` processes instead")
     args = p.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is not installed (apt-get install tmux)", file=sys.stderr)
         return 2
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    if args.server:
+        return server_rounds(args)
     runs: list[tuple[dict, dict]] = []
     for n in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="pwb-") as tmp:
             pty = await run_pty(args.agents, args.seconds, args.warm, args.hz)
             print(f"round {n + 1} pty : {json.dumps(pty)}", flush=True)
-            tmux = await run_tmux(args.agents, args.seconds, args.warm, args.hz, min(args.adopt, args.agents),
-                                  Path(tmp) / "s")
+            tmux = await run_tmux(
+                args.agents, args.seconds, args.warm, args.hz, min(args.adopt, args.agents), Path(tmp) / "s"
+            )
             print(f"round {n + 1} tmux: {json.dumps(tmux)}", flush=True)
         runs.append((pty, tmux))
     pty, tmux = runs[len(runs) // 2] if len(runs) % 2 else runs[-1]
     ratios = sorted(t["cpu_s_per_mb"] / p["cpu_s_per_mb"] for p, t in runs if p["cpu_s_per_mb"] and t["cpu_s_per_mb"])
     ratio = statistics.median(ratios) if ratios else float("nan")
     adopt = statistics.median(t["adopt_s"] for _, t in runs)
-    print(f"{args.agents} agents at {args.hz:g} Hz, {len(runs)} round(s), load average {os.getloadavg()[0]:.1f}: "
-          f"CPU per MB delivered, tmux host / pty host: median {ratio:.2f}x (rounds: "
-          f"{', '.join(f'{r:.2f}' for r in ratios)}; target <= 1.5x); tmux memory "
-          f"{tmux['tmux_rss_mb_per_session']} MB/session; adopting {tmux['adopted']} panes: median {adopt} s "
-          "(target < 2 s)")
+    print(
+        f"{args.agents} agents at {args.hz:g} Hz, {len(runs)} round(s), load average {os.getloadavg()[0]:.1f}: "
+        f"CPU per MB delivered, tmux host / pty host: median {ratio:.2f}x (rounds: "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}; target <= 1.5x); tmux memory "
+        f"{tmux['tmux_rss_mb_per_session']} MB/session; adopting {tmux['adopted']} panes: median {adopt} s "
+        "(target < 2 s)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": runs, "ratio": ratio, "adopt_s": adopt}, indent=2))
     return 0
