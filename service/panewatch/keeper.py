@@ -14,13 +14,13 @@ import json
 import logging
 import os
 import secrets
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .backends import make_screen
 from .events import Created, Deleted, Output, Reported, StateChanged
 from .hosts.base import HostError, LaunchSpec, SpawnError
 from .integrations import integration
-from .pane import Pane
+from .launch import new_pane
 from .registry import Record, Registry, hash_token, token_matches
 from .resume import ResumeError, agent_session_id, resume_argv
 from .session import Session, SessionSpec, agent_env, expand_command
@@ -225,7 +225,6 @@ class Keeper:
     def _new_session(self, record: Record) -> Session:
         engine = self.engine
         assert engine is not None
-        panes = engine.panes
         spec = SessionSpec(
             agent=record.agent,
             command=list(record.command),
@@ -237,14 +236,8 @@ class Keeper:
         )
         manifest = engine.store.get(record.agent) if record.agent else None
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
-        sid = record.id
-        pane = Pane(
-            make_screen(engine.backend, record.rows, record.cols, reply=lambda data: panes.reply(sid, data)),
-            agent=record.agent,
-            clock=panes.clock.time,
-            wall=engine.wall,
-        )
-        session = Session(sid, spec, list(record.command), pane, chosen, record.host_kind)
+        pane = new_pane(engine, record.id, spec)  # as a launch makes it
+        session = Session(record.id, spec, list(record.command), pane, chosen, record.host_kind)
         session.created = record.created
         session.report_token = ""  # unknown: only its hash was kept
         session.memo["token_hash"] = record.token_hash
@@ -329,12 +322,7 @@ class Keeper:
             raise Conflict(f"could not resume: {exc}", session.pane.decision) from None
         panes = engine.panes
         rows, cols = session.pane.screen.rows, session.pane.screen.cols
-        pane = Pane(
-            make_screen(engine.backend, rows, cols, reply=lambda data: panes.reply(sid, data)),
-            agent=session.spec.agent,
-            clock=panes.clock.time,
-            wall=engine.wall,
-        )
+        pane = new_pane(engine, sid, replace(session.spec, rows=rows, cols=cols))
         token = secrets.token_urlsafe(24)
         # no report token in its environment (any pane of this user could read it): its hooks
         # report over the report socket, found by process ancestry (engine.agent_roots)
