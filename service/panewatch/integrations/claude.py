@@ -86,6 +86,9 @@ class ClaudeIntegration:
             return []  # a wrapper script: it may not take --settings
         return ["--settings", claude_settings()]
 
+    def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+        return {}
+
     def interpret(self, payload: Mapping[str, Any], now: float, memo: MutableMapping[str, Any]) -> Report | None:
         state, event, detail = state_from_payload(payload)
         if state is None:
