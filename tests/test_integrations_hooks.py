@@ -97,8 +97,8 @@ def test_subagent_and_unknown_events_are_ignored_and_junk_refused() -> None:
 
 def test_codex_launch_adds_each_hook_and_trusts_exactly_those() -> None:
     args = codex_overrides()
-    assert INTEGRATIONS["codex"].launch_args(["/opt/bin/codex", "--no-daemon"], ["codex"]) == args
-    assert INTEGRATIONS["codex"].launch_args(["my-wrapper"], ["codex"]) == []
+    assert INTEGRATIONS["codex"].launch_args(["/opt/bin/codex", "--no-daemon"], ["codex"], {}) == args
+    assert INTEGRATIONS["codex"].launch_args(["my-wrapper"], ["codex"], {}) == []
     values = [args[i + 1] for i in range(0, len(args), 2)]
     assert all(args[i] == "-c" for i in range(0, len(args), 2))
     assert [v.split("=", 1)[0] for v in values] == [*(f"hooks.{e}" for e in CODEX_EVENTS), "hooks.state"]
@@ -174,3 +174,55 @@ def test_gemini_launch_env_points_at_the_overlay_of_the_agents_own_home(tmp_path
     assert stat.S_IMODE(overlay.parent.stat().st_mode) == 0o700
     assert (home / ".gemini").is_dir() and not (home / ".gemini" / "settings.json").exists()
     assert GeminiIntegration().launch_env(["wrapper.sh"], ["gemini"], env) == {}
+
+
+def _claude_install(root: Path, version: str) -> Path:
+    package = root / "node_modules" / "@anthropic-ai" / "claude-code"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": "@anthropic-ai/claude-code", "version": version}))
+    binary = package / "bin" / "claude.exe"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    (root / "bin").mkdir()
+    (root / "bin" / "claude").symlink_to(binary)
+    return root / "bin" / "claude"
+
+
+@pytest.mark.parametrize(
+    ("version", "curl", "kind"),
+    [
+        ("2.1.332", False, "http"),
+        ("2.1.400", False, "http"),
+        ("2.1.331", False, "command"),
+        ("2.1.332", True, "command"),
+    ],
+)
+def test_claude_hooks_are_native_http_only_without_curl_on_a_checked_version(
+    tmp_path: Path, version: str, curl: bool, kind: str
+) -> None:
+    from panewatch.integrations.claude import installed_version
+
+    claude = _claude_install(tmp_path, version)
+    if curl:
+        (tmp_path / "bin" / "curl").symlink_to("/bin/true")
+    env = {
+        "PATH": str(tmp_path / "bin"),
+        "PANEWATCH_SESSION": "s1",
+        "PANEWATCH_REPORT_URL": "http://127.0.0.1:9/report",
+    }
+    assert installed_version(str(claude)) == tuple(int(p) for p in version.split("."))
+    args = INTEGRATIONS["claude"].launch_args(["claude"], ["claude"], env)
+    hook = json.loads(args[1])["hooks"]["Stop"][0]["hooks"][0]
+    assert args[0] == "--settings" and hook["type"] == kind
+    if kind == "http":
+        assert hook["url"] == "http://127.0.0.1:9/report?session=s1" and hook["onFailure"] == "continue"
+    else:
+        assert hook["command"] == REPORT_COMMAND
+    # no loopback endpoint (or no session): curl's hooks, whatever the version
+    bare = {"PATH": str(tmp_path / "bin")}
+    assert (
+        json.loads(INTEGRATIONS["claude"].launch_args(["claude"], ["claude"], bare)[1])["hooks"]["Stop"][0]["hooks"][0][
+            "type"
+        ]
+        == "command"
+    )

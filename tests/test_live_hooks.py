@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,80 @@ def _save(agent: str, reports: list[Reported]) -> None:
     for n, event in enumerate(reports):
         name = str(event.payload.get("hook_event_name") or "report")
         (out / f"{n:02d}-{name}.json").write_text(json.dumps(event.payload, indent=2, sort_keys=True) + "\n")
+
+
+# --- Claude Code: native http hooks, no curl ----------------------------------------------------
+
+CLAUDE_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _path_without_curl(folder: Path) -> str:
+    """A PATH with every program of /usr/bin and /bin but curl (symbolic links)."""
+    folder.mkdir()
+    for source in (Path("/usr/bin"), Path("/bin")):
+        for entry in source.iterdir():
+            if entry.name != "curl" and not (folder / entry.name).exists():
+                (folder / entry.name).symlink_to(entry)
+    return str(folder)
+
+
+def _claude() -> str:
+    from panewatch.integrations.claude import HTTP_HOOKS_SINCE, installed_version
+    from panewatch_lab.claude_env import find_claude
+
+    binary = find_claude()
+    if binary is None:
+        pytest.skip(
+            "claude CLI not installed (npm install --prefix .lab-npm @anthropic-ai/claude-code, or PANEWATCH_CLAUDE_BIN)"
+        )
+    if (installed_version(binary) or (0,)) < HTTP_HOOKS_SINCE:
+        pytest.skip(f"claude {installed_version(binary)} is older than the first checked to take http hooks")
+    return binary
+
+
+@pytest.mark.parametrize("endpoint", ["live", "down"])
+async def test_claude_reports_by_native_http_hooks_with_no_curl_installed(endpoint: str, tmp_path: Path) -> None:
+    """``live``: with no curl on its PATH, Claude's own http hooks report a turn (working, then
+    idle), identified by the process holding the socket. ``down``: hooks pointed at a port nobody
+    listens on do not hold the agent up: the turn runs and the screen decides (Claude notes a
+    "hook problem" in its footer)."""
+    from panewatch_lab.claude_env import prepare_home
+    from panewatch_lab.mock_server import MockServer
+    from panewatch_lab.scenario import load_scenario
+
+    binary = _claude()
+    with MockServer(load_scenario("basic")) as mock:
+        async with live_server() as live:
+            if endpoint == "down":
+                with socket.socket() as closed:
+                    closed.bind(("127.0.0.1", 0))
+                    port = closed.getsockname()[1]
+                live.engine.agent_vars["PANEWATCH_REPORT_URL"] = f"http://127.0.0.1:{port}/report"
+            reports: list[Reported] = []
+            live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
+            env = prepare_home(tmp_path / "home", tmp_path / "project", CLAUDE_KEY, mock.url)
+            env["PATH"] = _path_without_curl(tmp_path / "bin")
+            s = await live.create(
+                agent="claude", command=[binary, "--permission-mode", "default"], cwd=str(tmp_path / "project"), env=env
+            )
+            settings = json.loads(s["command"][-1])
+            hook = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]
+            assert hook["type"] == "http" and hook["url"].endswith(f"/report?session={s['id']}"), hook
+            await shows(live, s["id"], "? for shortcuts", 40)
+            r = await live.http.post(f"/api/sessions/{s['id']}/send", json={"text": "task:hello"})
+            assert r.status_code == 200, r.text
+            await shows(live, s["id"], "Hello from the mock API", 30)
+            await live.wait_state(s["id"], "idle", 20)
+            if endpoint == "live":
+                await until(lambda: any(e.event == "Stop" for e in reports), f"no Stop hook: {reports}")
+                seen = [(e.event, e.state) for e in reports]
+                assert ("UserPromptSubmit", "working") in seen and ("Stop", "idle") in seen, seen
+            else:
+                # the turn ran; the screen decided; the one trace is Claude's own footer notice
+                # (why curl, silent when the service is down, stays first where it is installed)
+                await shows(live, s["id"], "hook problem", 10)
+                assert reports == []
+                info = (await live.http.get(f"/api/sessions/{s['id']}/explain")).json()
+                assert info["decision"]["state"] == "idle" and info["decision"]["source"] == "screen", info
+                assert info["signals"]["report"] is None, info["signals"]
+            await live.http.delete(f"/api/sessions/{s['id']}")

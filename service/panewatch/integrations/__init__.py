@@ -38,7 +38,7 @@ def hooked(
     chosen: Integration, processes: Sequence[str], argv: list[str], env: Mapping[str, str]
 ) -> tuple[list[str], dict[str, str]]:
     """``argv`` and ``env`` with what ``chosen`` adds at launch so the agent's hooks report."""
-    return argv + chosen.launch_args(argv, processes), {**env, **chosen.launch_env(argv, processes, env)}
+    return argv + chosen.launch_args(argv, processes, env), {**env, **chosen.launch_env(argv, processes, env)}
 
 
 def read_report(

@@ -18,8 +18,9 @@ class UnknownPayload(InvalidRequest):
 class Integration(Protocol):
     name: str
 
-    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
-        """Arguments to add to ``argv`` (whose program is one of the manifest's ``processes``)."""
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        """Arguments to add to ``argv`` (whose program is one of the manifest's ``processes``);
+        ``env`` is the agent's environment (its session id, the report endpoints)."""
 
     def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
         """Variables to add to the agent's environment ``env`` (Gemini CLI takes its hooks from a

@@ -90,7 +90,7 @@ class CodexIntegration:
 
     name = "codex"
 
-    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> list[str]:
         return codex_overrides() if runs_directly(argv, processes) else []
 
     def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:

@@ -129,7 +129,7 @@ class GeminiIntegration:
 
     name = "gemini"
 
-    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> list[str]:
         return []
 
     def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
