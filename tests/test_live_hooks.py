@@ -125,6 +125,40 @@ async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path:
             await live.http.delete(f"/api/sessions/{sid}")
 
 
+async def test_codex_esc_mid_turn_reports_idle_by_its_interrupt_hook(tmp_path: Path) -> None:
+    """Claude sends no hook when a turn is interrupted with Esc; Codex has ``Interrupt``, which
+    the service adds: the report that says the turn ended comes from the agent itself."""
+    binary = _binary("codex")
+    lab = LABS["codex"]
+    (tmp_path / "project").mkdir()
+    with LoopbackServer(lab.mock(None)) as mock:
+        async with live_server(mode="sweep") as live:
+            reports: list[Reported] = []
+            live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
+            env = lab.prepare(tmp_path / "home", tmp_path / "project", mock.url)
+            s = await live.create(
+                agent="codex", command=lab.argv(binary, tmp_path / "project"), cwd=str(tmp_path / "project"), env=env
+            )
+            sid = s["id"]
+            await shows(live, sid, AGENTS["codex"]["ready"], 40)
+            await settled(live, sid)
+            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:slow"})
+            assert r.status_code == 200, r.text
+            await wait_turn(mock, "waiting", 1, 15)  # the model has not answered yet (3 s)
+            await until(lambda: any(e.event == "UserPromptSubmit" for e in reports), "no UserPromptSubmit")
+            mark = len(reports)
+            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "\x1b", "enter": False})
+            assert r.status_code == 200 and r.json()["state_before"] == "working", r.text
+            await until(
+                lambda: any(e.event == "Interrupt" for e in reports[mark:]),
+                f"no Interrupt hook: {[e.event for e in reports[mark:]]}\n" + "\n".join(await rows(live, sid)),
+            )
+            assert [e.state for e in reports[mark:] if e.event == "Interrupt"] == ["idle"]
+            assert not any(e.event == "Stop" for e in reports[mark:])
+            await live.wait_state(sid, "idle", 10)
+            await live.http.delete(f"/api/sessions/{sid}")
+
+
 def _config_files(home: Path) -> dict[str, bytes]:
     return {
         str(p): p.read_bytes()
