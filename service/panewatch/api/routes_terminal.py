@@ -32,13 +32,13 @@ from collections import deque
 from contextlib import suppress
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, WebSocket, WebSocketDisconnect
-from starlette.websockets import WebSocketState
+from fastapi import APIRouter, FastAPI, WebSocket
 
 from ..engine import Engine
 from ..errors import PanewatchError, UnknownSession
 from ..events import Created, Deleted, Event, Output, StateChanged
 from .deps import ws_admit
+from .routes_ws import run_first
 
 log = logging.getLogger("panewatch.terminal")
 
@@ -384,7 +384,7 @@ async def term(ws: WebSocket, sid: str) -> None:
                 await send_json(reply)
 
     try:
-        await _run(ws, sender(), receiver())
+        await run_first(ws, sender(), receiver(), what="terminal websocket")
     finally:
         pane.clients.discard(client)
         if client.held:
@@ -463,26 +463,6 @@ def handle(
     return {"type": "error", "detail": f"unknown message type {kind!r}"}
 
 
-async def _run(ws: WebSocket, *coros: Any) -> None:
-    """Run the sender and the receiver until either ends (a close ends the receiver)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with suppress(asyncio.CancelledError, Exception):
-                await task
-        for task in done:
-            exc = task.exception()
-            if exc and not isinstance(exc, (WebSocketDisconnect, RuntimeError, ConnectionError)):
-                log.warning("terminal websocket ended with %r", exc)
-    finally:
-        if ws.client_state == WebSocketState.CONNECTED:
-            with suppress(Exception):
-                await ws.close()
-
-
 async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
     """Another node's pane, watched from here: its screen frames (which flow over the cluster
     only while watched) drawn as repaints; no history and no typing (answers go through the
@@ -555,7 +535,7 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
                 )
             )
 
-    await _run(ws, sender(), receiver())
+    await run_first(ws, sender(), receiver(), what="terminal websocket")
 
 
 def _local(engine: Any) -> Engine:
