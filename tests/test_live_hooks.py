@@ -119,8 +119,13 @@ async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path:
             # every payload named the agent's own session, the id the registry keeps for a resume
             ids = {agent_session_id(e.payload) for e in reports}
             assert len(ids) == 1 and None not in ids, ids
-            # the user's own config files were read, never written (the hooks came per launch)
-            assert _config_files(tmp_path / "home") == config
+            # the hooks came per launch: none was written into the user's own config files, which
+            # keep all they had (Codex itself adds its own TUI notes to config.toml: not ours)
+            after = _config_files(tmp_path / "home")
+            assert after.keys() == config.keys()
+            for name, before in config.items():
+                old, new = _parse(name, before), _parse(name, after[name])
+                assert "hooks" not in new and {k: new.get(k) for k in old} == old, name
             _save(agent, reports)
             await live.http.delete(f"/api/sessions/{sid}")
 
@@ -165,6 +170,13 @@ def _config_files(home: Path) -> dict[str, bytes]:
         for p in (home / ".codex" / "config.toml", home / ".gemini" / "settings.json")
         if p.exists()
     }
+
+
+def _parse(name: str, data: bytes) -> dict[str, Any]:
+    import tomllib
+
+    parsed: dict[str, Any] = tomllib.loads(data.decode()) if name.endswith(".toml") else json.loads(data)
+    return parsed
 
 
 def _save(agent: str, reports: list[Reported]) -> None:
