@@ -45,6 +45,7 @@ def test_gemini_and_aider_conditions(tmp_path: Path) -> None:
     env = gemini.prepare(tmp_path / "home", project, "http://127.0.0.1:9")
     start_up(gemini, spec_of("gemini", "blocked-trust-folder"), tmp_path / "home", project, env, ["gemini"])
     assert (tmp_path / "home/.gemini/trustedFolders.json").read_text() == "{}"
+    assert "GEMINI_CLI_NO_RELAUNCH" not in env, "a trust decision restarts the CLI, as a user's does"
     start_up(gemini, spec_of("gemini", "blocked-auth"), tmp_path / "home", project, env, ["gemini"])
     assert '"auth"' not in (tmp_path / "home/.gemini/settings.json").read_text()
     argv = aider.argv("aider", project)
