@@ -24,14 +24,33 @@ SIZES = {(32, 120), (24, 80), (50, 160)}
 #: start-up dialogs included (a first start: untrusted folder, no sign-in, Aider's git questions).
 REQUIRED = {
     "gemini": {
-        "blocked": {"bash", "bash-option-2", "write", "trust-folder", "auth"},
+        "blocked": {"bash", "bash-option-2", "write", "trust-folder", "auth", "api-key"},
         "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "interrupted",
+            "after-trust",
+            "after-auth",
+        },
     },
     "codex": {
         "blocked": {"bash", "bash-option-2", "trust-folder", "sign-in"},
         "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "interrupted",
+            "after-trust",
+        },
     },
     "aider": {
         "blocked": {"bash", "create-file", "create-git-repo", "gitignore"},
@@ -41,7 +60,7 @@ REQUIRED = {
 }
 
 #: The start-up dialogs: a first start waits for the user's decision before anything else.
-STARTUP = {"trust-folder", "auth", "sign-in", "create-git-repo", "gitignore"}
+STARTUP = {"trust-folder", "auth", "api-key", "sign-in", "create-git-repo", "gitignore"}
 
 
 def _fixtures(agent: str) -> list[Fixture]:
@@ -135,7 +154,14 @@ def test_startup_dialogs_are_blocked_by_the_screen_alone(agent: str) -> None:
         assert "Action Required" not in screen.title, (fx.name, screen.title)
         verdict = _verdict(fx)
         assert (fx.truth.state, verdict.state) == ("blocked", "blocked"), (fx.name, verdict)
-        assert verdict.rule in {"trust_folder", "sign_in", "startup_dialog", "confirm_prompt", "confirm_prompt_wrapped"}
+        assert verdict.rule in {
+            "trust_folder",
+            "sign_in",
+            "startup_dialog",
+            "api_key_dialog",
+            "confirm_prompt",
+            "confirm_prompt_wrapped",
+        }
 
 
 def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
