@@ -55,7 +55,16 @@ REQUIRED = {
     "aider": {
         "blocked": {"bash", "create-file", "create-git-repo", "gitignore"},
         "working": {"thinking", "streaming"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "after-git-repo"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "after-git-repo",
+            "after-git-repo-default",
+        },
     },
 }
 
