@@ -61,7 +61,7 @@ class Engine:
         notifier: Notifier | None = None,
         service_url: str = "",
         manifest_check_s: float = 1.0,
-        backend: str = "pyte",
+        backend: str = "auto",
         transcripts: Path | str | None = None,
         transcript_max_bytes: int = 50 * 1024 * 1024,
         clock: Clock | None = None,
