@@ -96,7 +96,10 @@ async def settle(clock: ManualClock) -> None:
         clock.advance(0.1)
 
 
-async def test_the_engine_turns_osc_notifications_into_events_and_notifications():
+@pytest.mark.parametrize("backend", ["pyte", "ghostty"])
+async def test_the_engine_turns_osc_notifications_into_events_and_notifications(backend: str):
+    if backend == "ghostty":
+        pytest.importorskip("pyghostty", reason="the Ghostty screen needs the pyghostty wheel")
     clock, host = ManualClock(), MemoryHost()
     notifier = Notifier(clock=clock.time, wall=clock.time)
     engine = Engine(
@@ -107,6 +110,7 @@ async def test_the_engine_turns_osc_notifications_into_events_and_notifications(
         sweep_ms=100,
         notifier=notifier,
         programs=lambda pgid: None,
+        backend=backend,
     )
     await engine.start()
     events: list[Event] = []
