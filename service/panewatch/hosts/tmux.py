@@ -767,9 +767,9 @@ class TmuxPane:
         self.host._lost(self, code, reason)
 
     async def terminate(self, grace: float = 2.0) -> int | None:
-        """SIGHUP to the whole tree (descendants and marker holders), then the shared reaper's
-        stop-and-kill after ``grace``, then the window goes: nothing of the agent is left in tmux
-        or in the process table."""
+        """SIGHUP to the whole tree (descendants and marker holders), SIGKILL after ``grace`` and
+        the shared reaper's stop-and-kill for stragglers, then the window goes: nothing of the
+        agent is left in tmux or in the process table."""
         if not self.exited and self._pid is not None:
             pids = await asyncio.to_thread(tree_members, self.session, self._pid)
             self._kill(pids, signals.SIGHUP)
@@ -777,6 +777,13 @@ class TmuxPane:
             deadline = self.host.loop.time() + grace
             while self.host.loop.time() < deadline and any(live(p) for p in pids):
                 await asyncio.sleep(0.02)
+            # SIGKILL to the tree as it is, the root first: the reaper's stop phase cannot hold
+            # the root (tmux resumes a stopped pane process, SIGCONT to its group), and a root
+            # still running when its children die exits 137 instead of being killed; the
+            # reaper's rescan then ends whatever was forked meanwhile (it carries the marker)
+            tree = await asyncio.to_thread(tree_members, self.session, self._pid)
+            self._kill({self._pid}, signals.SIGKILL)
+            self._kill(tree, signals.SIGKILL)
             await asyncio.to_thread(kill_tree, self.session, self._pid)
             deadline = self.host.loop.time() + 2.0
             while not self.exited and self.host.loop.time() < deadline:
