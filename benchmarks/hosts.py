@@ -164,10 +164,12 @@ async def run_tmux(n: int, seconds: float, warm: float, hz: float, adopt: int, s
     return out
 
 
-def run_server(kind: str, n: int, seconds: float, warm: float, state: Path) -> dict[str, Any]:
+def run_server(kind: str, n: int, seconds: float, warm: float, state: Path, backend: str | None) -> dict[str, Any]:
     """``panewatch serve --pane-host KIND`` with n spinner sessions: server (+ tmux server) CPU."""
     port, token = free_port(), secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+    if backend:
+        env["PANEWATCH_BACKEND"] = backend
     argv = [
         sys.executable,
         "-m",
@@ -242,7 +244,7 @@ def server_rounds(args: argparse.Namespace) -> int:
         pair = {}
         for kind in ("pty", "tmux"):
             with tempfile.TemporaryDirectory(prefix="pwb-") as tmp:
-                pair[kind] = run_server(kind, args.agents, args.seconds, args.warm, Path(tmp) / "s")
+                pair[kind] = run_server(kind, args.agents, args.seconds, args.warm, Path(tmp) / "s", args.backend)
             print(f"round {n + 1} {kind:4}: {json.dumps(pair[kind])}", flush=True)
         runs.append(pair)
     ratios = sorted(
@@ -273,6 +275,7 @@ async def main() -> int:
     p.add_argument("--rounds", type=int, default=1, help="pty then tmux, this many times (medians printed)")
     p.add_argument("--json", help="also write the figures here")
     p.add_argument("--server", action="store_true", help="measure real `panewatch serve` processes instead")
+    p.add_argument("--backend", help="--server: the servers' screen backend (default: theirs, auto)")
     args = p.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is not installed (apt-get install tmux)", file=sys.stderr)
