@@ -136,6 +136,9 @@ def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
         Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256, pause_s=0.12)
     )
     sched.start()
+    ticks: list[float] = []
+    tick = sched._read_tick
+    sched._read_tick = lambda: (ticks.append(clock.time()), tick())[1]  # type: ignore[method-assign]
     p, q = pane(clock), pane(clock)
     sched.add("a", p)
     sched.add("b", q)
@@ -144,8 +147,10 @@ def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
         deliver(sched, "b", q, b"\r* Work 02")
         clock.advance(0.05)
     # still spinning: no read, and no timer of a pane's own (one shared pause timer)
-    assert flow.of("due") == [] and not sched._timers
+    assert flow.of("due") == [] and len(sched._due) == 2
+    assert ticks == []  # and no wake-up: their frames only moved their due times
     clock.advance(0.1)  # both stopped 0.12 s ago: both read, at one wake-up
+    assert len(ticks) == 1
     assert flow.of("due") == ["a", "b"]
     clock.advance(1.0)
     assert flow.of("due") == ["a", "b"]  # nothing new: no more reads
