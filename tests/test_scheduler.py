@@ -28,8 +28,9 @@ class Flow:
     def resume(self, key: str) -> None:
         self.calls.append(("resume", key))
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float, spent: object = None) -> bool:
         self.calls.append(("sweep", now))
+        return True
 
     def due(self, key: str, now: float) -> None:
         self.calls.append(("due", key))
@@ -199,3 +200,38 @@ def test_a_pane_drawing_slower_than_pause_s_is_not_read_at_every_tick():
     assert len(flow.of("due")) <= 2  # the first ticks, before its rhythm is known
     clock.advance(0.3)
     assert flow.of("due")[-1:] == ["a"]  # it stopped: read
+
+
+def test_a_sweep_longer_than_a_turn_goes_on_at_the_next_turns_and_counts_once():
+    clock, flow, sched = make(Timing(sweep_s=0.5, tick_budget_s=0.02))
+    slices: list[float] = []
+
+    def sweep(now: float, spent: object) -> bool:  # three turns' worth of panes
+        slices.append(now)
+        return len(slices) % 3 == 0
+
+    flow.sweep = sweep  # type: ignore[method-assign]
+    sched.start()
+    clock.advance(0.5)
+    assert slices == [1000.5] * 3 and sched.sweeps == 1  # sliced over turns, not interval
+    clock.advance(0.5)
+    assert len(slices) == 6 and sched.sweeps == 2
+
+
+def test_reads_due_at_once_past_the_turn_budget_wait_for_the_next_turn():
+    # every perf() call costs 8 ms of a 20 ms turn: two or three reads per turn, not all ten
+    clock, flow, sched = make(
+        Timing(mode="change", sweep_s=5.0, settle_s=0.04, change_bytes=10, tick_budget_s=0.02), perf_step=0.008
+    )
+    panes = {f"p{i}": pane(clock) for i in range(10)}
+    for key, p in panes.items():
+        sched.add(key, p)
+        deliver(sched, key, p, b"x" * 50)
+    clock.advance(0.03)
+    clock.now += 0.02  # settled: all ten due at once
+    clock.tick()  # one turn
+    first = len(flow.of("due"))
+    assert 1 <= first < 10
+    while clock.tick():
+        pass
+    assert sorted(flow.of("due")) == sorted(panes)  # every pane read, over later turns

@@ -65,8 +65,9 @@ class Flow(Protocol):
 
     def resume(self, key: str) -> None: ...
 
-    def sweep(self, now: float) -> None:
-        """Read every pane that needs it."""
+    def sweep(self, now: float, spent: Callable[[], bool]) -> bool:
+        """Read every pane that needs it; once ``spent()`` says the turn's time is up, stop and
+        return False (called again at the next turn, it goes on where it stopped)."""
 
     def due(self, key: str, now: float) -> None:
         """Change mode: read this pane now if anything moved."""
@@ -92,6 +93,7 @@ class Scheduler:
         self.sweeps = 0
         self.sweep_seconds: list[float] = []
         self.sweep_seconds_sum = 0.0
+        self._sweep_took = 0.0  # the sweep under way, over its slices
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -153,8 +155,12 @@ class Scheduler:
         if self._feeding:
             self._feed_scheduled = True
             self.clock.call_soon(self._feed_tick)
-        if self._reads and self._reads[0][0] <= self.clock.time() + self.timing.grain_s:
-            self._read_tick(early=True)
+        if (
+            self._reads
+            and self._reads[0][0] <= self.clock.time() + self.timing.grain_s
+            and self.perf() - start < budget
+        ):
+            self._read_tick(early=True, start=start)
 
     def _maybe_resume(self, key: str, pane: Pane) -> None:
         if key in self._paused and len(pane.pending) < self.timing.low_water:
@@ -171,17 +177,22 @@ class Scheduler:
 
     # -- the sweep -------------------------------------------------------------------------
     def _sweep(self) -> None:
+        """One sweep, in slices of at most ``tick_budget_s`` (one per loop turn): a sweep over
+        a thousand panes must not hold the loop for all of them at once."""
         t0 = self.perf()
-        try:
-            self.flow.sweep(self.clock.time())
-        finally:
-            took = self.perf() - t0
-            self.sweeps += 1
-            self.sweep_seconds.append(took)
-            self.sweep_seconds_sum += took
-            if len(self.sweep_seconds) > 2048:
-                del self.sweep_seconds[:1024]
-            self._sweep_timer = self.clock.call_at(self.clock.time() + self.timing.sweep_interval, self._sweep)
+        budget = self.timing.tick_budget_s
+        done = self.flow.sweep(self.clock.time(), lambda: self.perf() - t0 >= budget)
+        self._sweep_took += self.perf() - t0
+        if not done:
+            self._sweep_timer = self.clock.call_at(self.clock.time(), self._sweep)
+            return
+        took, self._sweep_took = self._sweep_took, 0.0
+        self.sweeps += 1
+        self.sweep_seconds.append(took)
+        self.sweep_seconds_sum += took
+        if len(self.sweep_seconds) > 2048:
+            del self.sweep_seconds[:1024]
+        self._sweep_timer = self.clock.call_at(self.clock.time() + self.timing.sweep_interval, self._sweep)
 
     # -- change mode: one heap of due reads, one timer for every pane ----------------------
     def _hot(self, pane: Pane, now: float) -> bool:
@@ -250,13 +261,15 @@ class Scheduler:
             timer.cancel()
         self._read_timer = self.clock.call_at(at, self._read_tick)
 
-    def _read_tick(self, early: bool = False) -> None:
+    def _read_tick(self, early: bool = False, start: float | None = None) -> None:
         """Read every pane due by now, or within half a grain of it: they share this wake-up.
         ``early``: the loop is awake anyway (output was just fed), so reads due within a whole
-        grain are done now rather than in a wake-up of their own."""
+        grain are done now rather than in a wake-up of their own. At most ``tick_budget_s``
+        (from ``start``) per turn: what is left is due at once, so read at the next turn."""
         if not early:
             self._read_timer = None
         t, now, heap = self.timing, self.clock.time(), self._reads
+        start = self.perf() if start is None else start
         self._settle_top()
         while heap and heap[0][0] <= now + (t.grain_s if early else t.grain_s / 2) + 1e-6:
             _, key = heapq.heappop(heap)
@@ -270,6 +283,8 @@ class Scheduler:
             elif pane.unread_bytes:
                 self._read(key, pane, now)
             self._settle_top()
+            if self.perf() - start >= t.tick_budget_s:
+                break
         self._arm()
 
     def _read(self, key: str, pane: Pane, now: float) -> None:
