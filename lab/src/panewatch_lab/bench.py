@@ -104,6 +104,9 @@ class Server:
     token: str
     proc: subprocess.Popen[bytes] | None = None
     client: httpx.AsyncClient | None = None
+    # its log goes to a file: a pipe nobody drains until the end fills up (64 KiB of state-change
+    # lines) and then blocks the server's event loop on its next log line
+    log: Any = None
 
     @property
     def url(self) -> str:
@@ -112,8 +115,9 @@ class Server:
     async def start(self, timeout: float = 30.0) -> None:
         import httpx
 
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server runs; closed in stop)
         self.proc = subprocess.Popen(
-            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
         )
         self.client = httpx.AsyncClient(
             base_url=self.url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}
@@ -121,7 +125,8 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {err.strip()[-2000:]}")
             with contextlib.suppress(httpx.HTTPError, OSError):
                 if (await self.client.get("/healthz")).status_code == 200:
@@ -141,8 +146,8 @@ class Server:
             else:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        if self.log is not None:
+            self.log.close()
 
     def cpu(self) -> float:
         assert self.proc is not None
@@ -651,7 +656,9 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
     print(
         f"{'backend':<9}{'mode':<8}{'panes':>6}{'CPU (1 core)':>13}{'minus driver':>13}{'RSS/pane':>11}"
         f"{'B/s/pane':>9}{'change p50':>11}{'p99':>8}{'max':>8}{'missed':>9}{'lag p99':>9}{'lag max':>9}{'reads/s':>9}"
+        f"{'waited':>8}"
     )
+    print("(waited: share of the window the process was runnable but waiting for a CPU: other processes' time)")
     driver = {r["panes"]: r for r in rows if r["driver_only"]}
     for r in rows:
         base = driver.get(r["panes"], {}).get("cpu", 0.0)
@@ -662,7 +669,7 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
             f"{r['rss_per_pane'] / 2**20:>8.2f} MB{r['bytes_per_s_per_pane']:>9.0f}"
             f"{ms(r['change_p50']):>11}{ms(r['change_p99']):>8}{ms(r['change_max']):>8}"
             f"{r['missed']:>5}/{r['changes']:<3}{ms(r['lag_p99']):>9}{ms(r['lag_max']):>9}"
-            f"{r['classifications_per_s']:>9.0f}"
+            f"{r['classifications_per_s']:>9.0f}{r.get('runq_wait', math.nan) * 100:>7.0f}%"
         )
     by = {(r["backend"], r["mode"], r["panes"]): r for r in rows if not r["driver_only"]}
     for n in opts.replay_sizes:

@@ -239,7 +239,7 @@ class Dashboards:
         self.task = asyncio.ensure_future(self.server.serve())
         while not self.server.started:
             await asyncio.sleep(0.05)
-        argv = ["--port", str(self.port), "--token", token, "--until", str(until)]
+        argv = ["--port", str(self.port), f"--token={token}", f"--until={until}"]  # (a token may start with -)
         argv += ["--dashboards", str(dashboards), "--watch", str(watch), "--sessions", *self.players]
         self.client = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "panewatch_lab.bench_dashboards", *argv, stdout=asyncio.subprocess.PIPE
@@ -263,6 +263,16 @@ class Dashboards:
             "client_cpu_s": got["client_cpu_s"],
             "client_errors": got["errors"],
         }
+
+
+def runq_wait_s() -> float:
+    """Seconds this process was runnable but waiting for a CPU (``/proc/self/schedstat``): on a
+    shared machine, the part of the loop's lag that is other processes', not this one's."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def rss_bytes() -> int:
@@ -341,9 +351,11 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     await asyncio.sleep(a.warmup)
     lags.clear()
     bytes0, t0, c0, w0 = replay.bytes, time.monotonic(), time.process_time(), time.perf_counter()
+    q0 = runq_wait_s()
     stats0 = engine.stats() if engine else {}
     await asyncio.sleep(a.seconds)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    waited = runq_wait_s() - q0
     t1 = time.monotonic()
     stats1 = engine.stats() if engine else {}
     rss = rss_bytes()
@@ -360,6 +372,7 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
         "driver_only": a.driver_only,
         "seconds": wall,
         "cpu": cpu / wall,
+        "runq_wait": waited / wall,
         "rss_per_pane": (rss - rss0) / a.panes,
         "rss": rss,
         "bytes_per_s_per_pane": (replay.bytes - bytes0) / wall / a.panes,
