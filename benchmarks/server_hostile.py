@@ -8,7 +8,7 @@ measures in two phases of the same run: a baseline with the normal panes only, t
 the three hostile panes beside them. It finally DELETEs the hostile panes and compares the
 server's RSS with the RSS before they were created.
 
-Run: ``nice .venv/bin/python benchmarks/server_hostile.py [--backend pyte|ghostty]``.
+Run: ``nice .venv/bin/python benchmarks/server_hostile.py [--backend auto|pyte|ghostty]``.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default="pyte", choices=["pyte", "ghostty"])
+    p.add_argument("--backend", default="auto", choices=["auto", "pyte", "ghostty"], help="default: the server's own default")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--sweep-ms", type=int, default=100)
     p.add_argument("--profile", metavar="FILE", help="run the server under cProfile, stats to FILE")

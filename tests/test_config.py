@@ -194,9 +194,9 @@ def test_readme_has_the_options_table_as_the_model_makes_it():
     assert options_table() in readme, "README's Configuration table is stale: paste panewatch.config.options_table()"
 
 
-def test_the_default_backend_is_pyte_auto_picks_ghostty_where_it_installs_and_the_choice_is_logged(caplog):
-    """pyte by default (only it keeps out-of-band status and answers the kitty keyboard query);
-    ``auto`` takes Ghostty wherever its wheel installs."""
+def test_the_default_backend_is_auto_ghostty_where_it_installs_and_the_choice_is_logged(caplog):
+    """``auto`` by default: Ghostty wherever its wheel installs (it keeps out-of-band status and
+    answers the kitty keyboard query as pyte does), pyte elsewhere."""
     import logging
 
     from panewatch import backends
@@ -204,11 +204,11 @@ def test_the_default_backend_is_pyte_auto_picks_ghostty_where_it_installs_and_th
     from panewatch.hosts.memory import MemoryHost
     from panewatch.manifest import ManifestStore, bundled_manifest_dir
 
-    assert Settings().backend == "pyte" and Settings().mode == "change"
+    assert Settings().backend == "auto" and Settings().mode == "change"
     expected = "ghostty" if "ghostty" in backends.available() else "pyte"
     assert backends.choose("auto")[0] == expected
     assert backends.choose("pyte") == ("pyte", "configured")
     with caplog.at_level(logging.INFO, logger="panewatch.engine"):
-        engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=MemoryHost(), backend="auto")
+        engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=MemoryHost())
     assert engine.backend == expected
     assert any(r.getMessage().startswith(f"screen backend {expected} (") for r in caplog.records)

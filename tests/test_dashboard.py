@@ -93,6 +93,19 @@ def card_of(page, sid: str):
     return page.locator(f'#cards > .card[data-id="{sid}"]')
 
 
+# --- an agent's own desktop notification ------------------------------------------------------
+
+
+def test_an_agents_osc9_notification_shows_on_its_card_as_text(page, server: Server) -> None:
+    argv = idle_agent("tests ran")  # then, a second later, OSC 9 with markup in its text
+    argv[-1] = argv[-1].replace("exec sleep", "sleep 1\nprintf '\\033]9;build <b>done</b>\\007'\nexec sleep")
+    sid = server.create(argv, name="builder")["id"]
+    card = card_of(page, sid)
+    expect(card.locator(".agent-message")).to_have_text("🔔 build <b>done</b>")  # text, never HTML
+    expect(card.locator(".agent-message b")).to_have_count(0)
+    expect(card.locator(".agent-message")).to_have_attribute("title", re.compile(r"^osc9 notification from the agent"))
+
+
 # --- logging in ------------------------------------------------------------------------------
 
 

@@ -20,24 +20,56 @@ from panewatch.screen import Screen
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 AGENTS = {"gemini": "0.61.0", "codex": "0.171.0", "aider": "0.86.2"}
 SIZES = {(32, 120), (24, 80), (50, 160)}
-#: Kinds each agent's plan captures (Aider has no approval of an edit in a box, no interrupt).
+#: Kinds each agent's plan captures (Aider has no approval of an edit in a box, no interrupt),
+#: start-up dialogs included (a first start: untrusted folder, no sign-in, Aider's git questions).
 REQUIRED = {
     "gemini": {
-        "blocked": {"bash", "bash-option-2", "write"},
+        "blocked": {"bash", "bash-option-2", "write", "trust-folder", "auth", "api-key"},
         "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "interrupted",
+            "after-trust",
+            "after-auth",
+        },
     },
     "codex": {
-        "blocked": {"bash", "bash-option-2"},
+        "blocked": {"bash", "bash-option-2", "trust-folder", "sign-in"},
         "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied", "interrupted"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "interrupted",
+            "after-trust",
+        },
     },
     "aider": {
-        "blocked": {"bash", "create-file"},
+        "blocked": {"bash", "create-file", "create-git-repo", "gitignore"},
         "working": {"thinking", "streaming"},
-        "idle": {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied"},
+        "idle": {
+            "fresh",
+            "typed-not-sent",
+            "after-answer",
+            "prose",
+            "after-tool",
+            "denied",
+            "after-git-repo",
+            "after-git-repo-default",
+        },
     },
 }
+
+#: The start-up dialogs: a first start waits for the user's decision before anything else.
+STARTUP = {"trust-folder", "auth", "api-key", "sign-in", "create-git-repo", "gitignore"}
 
 
 def _fixtures(agent: str) -> list[Fixture]:
@@ -112,10 +144,33 @@ def test_gemini_spinner_sits_above_the_region_the_old_rule_read() -> None:
 def test_gemini_titles_say_the_state_out_of_band() -> None:
     titles = {fx.truth.state: set() for fx in _fixtures("gemini")}
     for fx in _fixtures("gemini"):
-        titles[fx.truth.state].add(_screen(fx).title.split("(")[0].strip())
+        if fx.truth.kind not in STARTUP:
+            titles[fx.truth.state].add(_screen(fx).title.split("(")[0].strip())
     assert titles, "no gemini captures"
     assert titles["blocked"] == {"✋  Action Required"}, titles
     assert all(t.startswith("◇  Ready") for t in titles["idle"]), titles
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_startup_dialogs_are_blocked_by_the_screen_alone(agent: str) -> None:
+    """A first start's dialogs (untrusted folder, no sign-in, Aider's git questions) wait for
+    the user, and no title says so (Gemini's reads "◇  Ready", Codex sets none): only a screen
+    rule can tell. Each is captured at every size and read blocked by a start-up rule."""
+    dialogs = [fx for fx in _fixtures(agent) if fx.truth.kind in STARTUP]
+    assert dialogs, f"no start-up dialog captured for {agent}"
+    for fx in dialogs:
+        screen = _screen(fx)
+        assert "Action Required" not in screen.title, (fx.name, screen.title)
+        verdict = _verdict(fx)
+        assert (fx.truth.state, verdict.state) == ("blocked", "blocked"), (fx.name, verdict)
+        assert verdict.rule in {
+            "trust_folder",
+            "sign_in",
+            "startup_dialog",
+            "api_key_dialog",
+            "confirm_prompt",
+            "confirm_prompt_wrapped",
+        }
 
 
 def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
@@ -123,7 +178,7 @@ def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
     assert fixtures
     for fx in fixtures:
         title = _screen(fx).title
-        if fx.truth.state == "blocked":
+        if fx.truth.state == "blocked" and fx.truth.kind not in STARTUP:
             assert re.match(r"^\[ [!.] \] Action Required", title), (fx.name, title)
         elif fx.truth.state == "idle":
             assert not re.match(r"^[\u2801-\u28ff]\s", title), (fx.name, title)

@@ -100,7 +100,13 @@ def test_agents_inherit_no_panewatch_setting(tmp_path):
         server.wait_state(s["id"], "exited")
         names = {line.split("=", 1)[0] for line in out.read_text().splitlines() if "=" in line}
         ours = {n for n in names if n.startswith("PANEWATCH_")}
-        assert ours == {"PANEWATCH_SESSION", "PANEWATCH_URL", "PANEWATCH_REPORT_SOCKET", "PANEWATCH_PANE"}, ours
+        assert ours == {
+            "PANEWATCH_SESSION",
+            "PANEWATCH_URL",
+            "PANEWATCH_REPORT_SOCKET",
+            "PANEWATCH_REPORT_URL",
+            "PANEWATCH_PANE",
+        }, ours
     finally:
         server.stop()
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from panewatch import backends
 from panewatch.manifest import Verdict
 from panewatch.oob import OutOfBand
-from panewatch.screen import Screen
 from panewatch.signals import combine
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 WORKING = Verdict("working", "spinner", "s")
 IDLE = Verdict("idle", "composer", "c")
 BLOCKED = Verdict("blocked", "approval", "a")
 
 
-def test_codex_status_strings_as_codex_writes_them() -> None:
-    screen = Screen(4, 40)
+@pytest.mark.parametrize("backend", backends.available())
+def test_codex_status_strings_as_codex_writes_them(backend: str) -> None:
+    screen = backends.make_screen(backend, 4, 40)
     screen.feed(b"\x1b]7501;?\x07")  # Codex's query: not a status
     assert screen.oob.status is None
     screen.feed(b"\x1b]7501;state=blocked:app=codex:kind=permission\x07hi")
@@ -27,6 +34,40 @@ def test_codex_status_strings_as_codex_writes_them() -> None:
     screen.feed(b"\x1b]133;A\x07")
     assert screen.oob.status is None, "a shell prompt mark clears the status"
     assert screen.lines()[0] == "hi", "nothing of it is drawn"
+
+
+@pytest.mark.parametrize("backend", backends.available())
+def test_a_string_split_across_reads_is_kept(backend: str) -> None:
+    screen = backends.make_screen(backend, 4, 40)
+    for part in (b"x\x1b", b"]7501;state=wor", b"king:app=codex", b"\x07y"):
+        screen.feed(part)
+    assert screen.oob.status is not None and screen.oob.status.state == "working"
+    screen.feed(b"\x1b]9;Build " + b"z" * 300)
+    screen.feed(b" done\x1b\\")
+    assert screen.oob.notifications[-1].body == "Build " + "z" * 300 + " done"
+    for part in (b"\x1b]777;notify;T;" + b"q" * 5000, b"q" * 20_000, b"\x07y"):  # past OSC_KEEP
+        screen.feed(part)
+    assert screen.oob.notified == 2 and screen.oob.notifications[-1].title == "T"
+    assert screen.lines()[0] == "xyy"
+
+
+@pytest.mark.skipif(len(backends.available()) < 2, reason="the ghostty backend (panewatch[fast]) is not installed")
+def test_both_backends_read_the_same_status_from_real_codex_output() -> None:
+    """Every Codex capture, fed whole to each backend: the same last status and notifications."""
+    raws = sorted((FIXTURES / "codex").glob("*/*.raw"))
+    assert raws, "the Codex captures are part of the repository"
+    seen = set()
+    for raw in raws:
+        data = raw.read_bytes()
+        got = []
+        for backend in ("pyte", "ghostty"):
+            screen = backends.make_screen(backend, 32, 120)
+            for i in range(0, len(data), 997):  # odd-sized reads split some strings
+                screen.feed(data[i : i + 997])
+            got.append((screen.oob.status, list(screen.oob.notifications), screen.oob.progress))
+        assert got[0] == got[1], raw.name
+        seen.add(got[0][0].raw if got[0][0] else None)
+    assert {"blocked", "done"} <= seen, "the captures hold Codex's own statuses"
 
 
 def test_progress_and_notifications() -> None:

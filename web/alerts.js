@@ -83,7 +83,7 @@ export class Alerts {
       try {
         const n = new Notification(event.title, {
           body: event.body,
-          tag: `panewatch:${event.session}:${event.state}`,
+          tag: `panewatch:${event.session}:${event.kind === "desktop" ? "desktop" : event.state}`,
         });
         this.shown += 1;
         n.onclick = () => {
@@ -95,7 +95,26 @@ export class Alerts {
         // e.g. Android Chrome only notifies from a service worker; the page shows it anyway
       }
     }
-    if (this.soundToggle.checked && event.state === "blocked") this.beep();
+    if (this.soundToggle.checked && event.state === "blocked" && event.kind !== "desktop") this.beep();
+  }
+
+  /** A desktop notification the agent raised (OSC 9/99/777, `kind: "desktop"`): its last one,
+   * as a line on its card, under the state's reason. The text arrives cleaned; it is set as
+   * text, never as HTML. */
+  showAgentMessage(event) {
+    const card = document.getElementById(`card-${event.session}`);
+    if (!card) return;
+    let line = card.querySelector(".agent-message");
+    if (!line) {
+      line = document.createElement("p");
+      line.className = "agent-message";
+      const why = card.querySelector(".why");
+      if (why) why.after(line);
+      else card.querySelector(".card-head")?.after(line);
+    }
+    const when = new Date((event.at || Date.now() / 1000) * 1000).toLocaleTimeString();
+    line.textContent = `🔔 ${event.body || event.title}`;
+    line.title = `${event.protocol} notification from the agent, ${when}`;
   }
 
   /** A session was deleted: an alert about it points nowhere now. */

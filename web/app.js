@@ -177,6 +177,7 @@ function onMessage(msg) {
     }
     case "notification":
       alerts.notify(msg);
+      if (msg.kind === "desktop") alerts.showAgentMessage(msg);
       break;
     default:
       break;

@@ -78,10 +78,9 @@ class Settings(BaseSettings):
         "3.2+ is installed) or pty (children of the server)",
     )
     backend: Literal["auto", "pyte", "ghostty"] = Field(
-        "pyte",
-        description="screen emulator: pyte (always installed; the only one that keeps agents' out-of-band "
-        "status and answers the kitty keyboard query), ghostty (`pip install 'panewatch[fast]'`, faster) or "
-        "auto (ghostty if installed, else pyte; logged at start)",
+        "auto",
+        description="screen emulator: auto (ghostty wherever its wheel installed, else pyte; logged at start), "
+        "ghostty (libghostty-vt, ~100x faster) or pyte (pure Python, always installed)",
     )
     log_json: bool = Field(False, description="log JSON lines instead of text")
     metrics_public: bool = Field(False, description="serve /metrics without the token (it needs it by default)")

@@ -25,7 +25,7 @@ from .errors import Conflict, InvalidRequest, Unavailable, UnknownSession
 from .events import Created, Deleted, EventHub, EventStream, Listener, Notified, Reported, Snapshot
 from .guard import AnswerResult, prompt_reacted
 from .hosts.base import LaunchSpec, PaneHost, SpawnError
-from .integrations import integration, read_report
+from .integrations import hooked, integration, read_report
 from .keeper import Keeper, report_token_matches
 from .manifest import ManifestStore
 from .notify import Notifier
@@ -61,7 +61,7 @@ class Engine:
         notifier: Notifier | None = None,
         service_url: str = "",
         manifest_check_s: float = 1.0,
-        backend: str = "pyte",
+        backend: str = "auto",
         transcripts: Path | str | None = None,
         transcript_max_bytes: int = 50 * 1024 * 1024,
         clock: Clock | None = None,
@@ -145,14 +145,14 @@ class Engine:
         while sid in panes.sessions:
             sid = self.id_prefix + secrets.token_hex(4)
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
-        if spec.hooks and chosen is not None and manifest is not None:
-            argv += chosen.launch_args(argv, manifest.manifest.processes)
-        pane = launch.new_pane(self, sid, spec, acp=acp, program=os.path.basename(argv[0]))
-        session = Session(sid, spec, argv, pane, chosen, host.kind)
         # no report token here: any pane of this user can read another's environment
         env = agent_env(
             os.environ, {**spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": self.service_url, **self.agent_vars}
         )
+        if spec.hooks and chosen is not None and manifest is not None:
+            argv, env = hooked(chosen, manifest.manifest.processes, argv, env)
+        pane = launch.new_pane(self, sid, spec, acp=acp, program=os.path.basename(argv[0]))
+        session = Session(sid, spec, argv, pane, chosen, host.kind)
         start = LaunchSpec(sid, tuple(argv), session.cwd, env, spec.rows, spec.cols)
         panes.add(session)
         try:

@@ -8,9 +8,9 @@ Two ways to listen:
 - ``hub.listen(fn)``: called synchronously, in order, for every event (output bytes included)
   on the event loop; for in-process sinks that must see every byte (a recording, a tap);
 - ``hub.stream(snapshot)``: an async iterator of the state-level events (created, deleted,
-  state changed, notification; not output bytes or raw reports) with a bounded mailbox; a
-  consumer that falls behind is not given a growing queue but, once, a fresh ``Snapshot``
-  from which to start over.
+  state changed, notification; not output bytes, raw reports or an agent's every desktop
+  notification) with a bounded mailbox; a consumer that falls behind is not given a growing
+  queue but, once, a fresh ``Snapshot`` from which to start over.
 """
 
 from __future__ import annotations
@@ -94,6 +94,23 @@ class Reported:
 
 
 @dataclass(frozen=True)
+class Desktop:
+    """The agent raised a desktop notification (OSC 9, 99 or 777), text cleaned; every one,
+    for in-process sinks. What reaches clients is the notifier's bounded ``Notified``."""
+
+    session: str
+    protocol: str  # osc9, osc99, osc777
+    title: str
+    body: str
+    at: float  # wall clock
+    source = "oob"
+    type = "desktop"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "source": self.source, **asdict(self)}
+
+
+@dataclass(frozen=True)
 class Notified:
     """A notification went out (see ``notify.Notification`` for the fields)."""
 
@@ -125,7 +142,7 @@ class Ping:
         return {"type": self.type, "at": self.at}
 
 
-Event = Created | Deleted | StateChanged | Output | Reported | Notified
+Event = Created | Deleted | StateChanged | Output | Reported | Desktop | Notified
 Listener = Callable[[Event], None]
 
 
@@ -195,7 +212,7 @@ class EventHub:
                 fn(event)
             except Exception:  # a broken sink must not stop the engine or the other sinks
                 log.exception("event listener %r failed on %s", fn, event.type)
-        if isinstance(event, (Output, Reported)):
-            return  # per-byte and per-hook detail is for in-process sinks, not client streams
+        if isinstance(event, (Output, Reported, Desktop)):
+            return  # per-byte, per-hook and per-OSC detail is for in-process sinks, not client streams
         for stream in list(self._streams):
             stream.put(event)

@@ -134,52 +134,67 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if self.authorize is not None:
-            refusal = self.authorize(conn)
-            if refusal is not None:
-                status, reason, headers = refusal
-                await _respond(send, status, reason, path, host, headers)
-                return
+        refusal = self._refuse_before_body(conn, path)
+        body, more = b"", receive
+        if refusal is None:
+            body, more, refusal = await self._read(conn, receive, path)
+        if refusal is not None:
+            status, reason, headers = refusal
+            await _respond(send, status, reason, path, host, headers)
+            return
+        await self.app(scope, _replay(body, more), _with_headers(send, security_headers(path, host)))
+
+    def _refuse_before_body(self, conn: HTTPConnection, path: str) -> Refusal | None:
+        """The token, then the declared length: nothing of the body is read for a refusal."""
+        if self.authorize is not None and (refusal := self.authorize(conn)) is not None:
+            return refusal
         limit = self.limit_for(path)
         length = conn.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            await _respond(
-                send,
-                413 if length.isdigit() else 400,
-                f"body larger than {limit} bytes" if length.isdigit() else "bad Content-Length",
-                path,
-                host,
-            )
-            return
+        if length is not None and not length.isdigit():
+            return 400, "bad Content-Length", {}
+        if length is not None and int(length) > limit:
+            return 413, f"body larger than {limit} bytes", {}
+        return None
+
+    async def _read(self, conn: HTTPConnection, receive: Receive, path: str) -> tuple[bytes, Receive, Refusal | None]:
+        """The body, read to at most the path's limit, and refused if its JSON nests too deep."""
+        limit = self.limit_for(path)
         try:
             body, more = await _read_body(receive, limit)
         except _TooLarge:
-            await _respond(send, 413, f"body larger than {limit} bytes", path, host)
-            return
+            return b"", receive, (413, f"body larger than {limit} bytes", {})
         if body and _is_json(conn) and json_too_deep(body, self.max_json_depth):
-            await _respond(send, 422, f"JSON nested deeper than {self.max_json_depth} levels", path, host)
-            return
-        replayed = False
+            return body, more, (422, f"JSON nested deeper than {self.max_json_depth} levels", {})
+        return body, more, None
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await more()
 
-        extra = security_headers(path, host)
+def _replay(body: bytes, more: Receive) -> Receive:
+    """A receive that hands the app the body read already, then whatever follows (a disconnect)."""
+    replayed = False
 
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {k.lower() for k, _ in message.get("headers", [])}
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), *[(k, v) for k, v in extra if k not in present]],
-                }
-            await send(message)
+    async def receive() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await more()
 
-        await self.app(scope, replay, send_with_headers)
+    return receive
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """A send that adds the security headers the app did not set itself."""
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            present = {k.lower() for k, _ in message.get("headers", [])}
+            message = {
+                **message,
+                "headers": [*message.get("headers", []), *[(k, v) for k, v in extra if k not in present]],
+            }
+        await send(message)
+
+    return send_with_headers
 
 
 def _is_json(conn: HTTPConnection) -> bool:

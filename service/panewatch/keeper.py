@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .backends import make_screen
 from .events import Created, Deleted, Output, Reported, StateChanged
 from .hosts.base import HostError, LaunchSpec, SpawnError
-from .integrations import integration
+from .integrations import hooked, integration
 from .pane import Pane
 from .registry import Record, Registry, hash_token, token_matches
 from .resume import ResumeError, agent_session_id, resume_argv
@@ -302,8 +302,6 @@ class Keeper:
         ):
             argv[0] = session.argv[0]  # the same binary the session was launched with
         chosen = integration(manifest.manifest.hooks) if manifest is not None else None
-        if session.spec.hooks and chosen is not None and manifest is not None:
-            argv += chosen.launch_args(argv, manifest.manifest.processes)
         host = engine.host
         ensure = getattr(host, "ensure_running", None)
         try:
@@ -326,6 +324,8 @@ class Keeper:
             os.environ,
             {**session.spec.env, "PANEWATCH_SESSION": sid, "PANEWATCH_URL": engine.service_url, **engine.agent_vars},
         )
+        if session.spec.hooks and chosen is not None and manifest is not None:
+            argv, env = hooked(chosen, manifest.manifest.processes, argv, env)
         try:
             handle = host.spawn(LaunchSpec(sid, tuple(argv), session.cwd, env, rows, cols), panes.sink(session))
         except SpawnError as exc:

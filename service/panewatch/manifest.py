@@ -396,8 +396,9 @@ class Manifest(BaseModel):
     #: Command that resumes the agent's conversation after its pane was lost (a killed tmux, a
     #: reboot); ``{agent_session_id}`` is the id the agent's hooks reported. Empty: not resumable.
     resume: list[str] = []
-    #: Which hook integration the launcher may add (``claude``: ``--settings`` hooks).
-    hooks: Literal["claude"] | None = None
+    #: Which hook integration the launcher may add (``claude``: ``--settings``; ``codex``: ``-c``
+    #: overrides; ``gemini``: an overlay settings folder), and whose payloads the reports are.
+    hooks: Literal["claude", "codex", "gemini"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
     option_keys: str = Field(default="{n}", pattern=r"\{n\}")
     #: Seconds after launch during which a screen no rule matches reads ``working`` (source

@@ -54,7 +54,12 @@ COUNTERS = (
         "screen_errors",
     ),
     ("panewatch_classifications_total", "Screens classified.", "classifications"),
-    ("panewatch_notifications_total", "Notifications sent (blocked, turn done).", "notifications"),
+    ("panewatch_notifications_total", "Notifications sent (blocked, turn done, agent's desktop).", "notifications"),
+    (
+        "panewatch_notifications_suppressed_total",
+        "Agents' desktop notifications (OSC 9/99/777) dropped by the per-session bound.",
+        "notifications_suppressed",
+    ),
 )
 
 

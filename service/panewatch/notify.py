@@ -3,6 +3,12 @@
 Sent on entering ``blocked`` and on ``working`` -> ``idle``; at most one per session and
 state per cooldown (30 s): a prompt that redraws blocked -> working -> blocked must not ring
 twice. Sinks: in-process subscribers (the API's WebSockets), a webhook, a shell command.
+
+An agent's own desktop notification (OSC 9, OSC 99, OSC 777 ``notify``) goes to the same
+sinks with ``kind`` "desktop", its ``protocol`` and source ``oob``, its text cleaned of
+control and format characters. It is bounded per session: the same text again within the
+cooldown is dropped, and at most ``DESKTOP_BURST`` go out per cooldown window, so a pane
+that prints OSC 9 in a loop rings a few times, not for every line.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import logging
 import os
 import time
 import tomllib
+import unicodedata
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +30,10 @@ import httpx
 log = logging.getLogger("panewatch.notify")
 
 COOLDOWN_S = 30.0
+#: An agent's desktop notifications sent per session within one cooldown window, at most.
+DESKTOP_BURST = 3
+#: Longest title and body of a desktop notification passed on (characters).
+TITLE_MAX, BODY_MAX = 120, 400
 MESSAGES_FILE = Path(__file__).with_name("messages.toml")
 
 
@@ -38,6 +50,8 @@ class Notification:
     title: str
     body: str
     at: float  # wall clock
+    kind: str = "state"  # "state" (a transition) or "desktop" (the agent's own OSC 9/99/777)
+    protocol: str = ""  # for "desktop": osc9, osc99 or osc777
 
     def as_env(self) -> dict[str, str]:
         return {f"PANEWATCH_{k.upper()}": "" if v is None else str(v) for k, v in asdict(self).items()}
@@ -51,6 +65,20 @@ def load_messages(path: Path = MESSAGES_FILE) -> dict[str, dict[str, str]]:
 class _Safe(dict[str, str]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
+
+
+def clean(text: str, limit: int) -> str:
+    """An agent's text made safe to show and to pass on: control and format characters
+    (escapes, bidi overrides, zero-width) dropped, whitespace runs made one space, cut to
+    ``limit`` characters. Its text lands in a shell's environment, JSON and a browser."""
+    kept = []
+    for ch in text[: limit * 4]:
+        if ch.isspace():
+            kept.append(" ")
+        elif unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            kept.append(ch)
+    out = " ".join("".join(kept).split())
+    return out if len(out) <= limit else out[: limit - 1] + "\u2026"
 
 
 class Notifier:
@@ -73,6 +101,9 @@ class Notifier:
         self.command = command
         self.messages = messages if messages is not None else load_messages()
         self._last: dict[tuple[str, str], float] = {}
+        #: per session: when its last desktop notifications went out, and their text
+        self._desktop: dict[str, deque[tuple[float, str]]] = {}
+        self.suppressed = 0  # desktop notifications dropped by the bound
         self._subscribers: list[Callable[[Notification], None]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self.sent = 0
@@ -124,6 +155,47 @@ class Notifier:
             body=wording.get("body", "{why}").format_map(fields),
             at=self.wall(),
         )
+        self._send(note)
+        return note
+
+    def on_desktop(
+        self, *, session: str, name: str, agent: str, state: str, protocol: str, title: str, body: str
+    ) -> Notification | None:
+        """An agent raised a desktop notification; return it if it was sent (not dropped by
+        the per-session bound: a repeat of the same text, or past ``DESKTOP_BURST``)."""
+        title, body = clean(title, TITLE_MAX), clean(body, BODY_MAX)
+        if not title and not body:
+            return None
+        now = self.clock()
+        recent = self._desktop.setdefault(session, deque())
+        while recent and now - recent[0][0] >= self.cooldown:
+            recent.popleft()
+        text = f"{title}\n{body}"
+        if len(recent) >= DESKTOP_BURST or any(seen == text for _, seen in recent):
+            self.suppressed += 1
+            return None
+        recent.append((now, text))
+        fields = _Safe(name=name, agent=agent, state=state, title=title, body=body, protocol=protocol)
+        wording = self.messages.get("desktop", {})
+        note = Notification(
+            session=session,
+            name=name,
+            agent=agent,
+            state=state,
+            prev=state,
+            source="oob",
+            rule=None,
+            why=f"{protocol.upper()} desktop notification from the agent",
+            title=wording.get("title" if title else "untitled", "{name}: {title}").format_map(fields),
+            body=wording.get("body", "{body}").format_map(fields),
+            at=self.wall(),
+            kind="desktop",
+            protocol=protocol,
+        )
+        self._send(note)
+        return note
+
+    def _send(self, note: Notification) -> None:
         self.sent += 1
         for callback in list(self._subscribers):
             try:
@@ -134,11 +206,11 @@ class Notifier:
             self._spawn(self._post(note))
         if self.command:
             self._spawn(self._run(note))
-        return note
 
     def forget(self, session: str) -> None:
         for key in [k for k in self._last if k[0] == session]:
             del self._last[key]
+        self._desktop.pop(session, None)
 
     def _spawn(self, coro: Any) -> None:
         try:

@@ -11,6 +11,7 @@ and ``signals.combine`` decides where they stand.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -19,6 +20,12 @@ CODES = frozenset({"7501", "9", "99", "777", "133"})
 #: OSC 7501 states → Panewatch states (``clear`` removes the status).
 STATUS_STATES = {"working": "working", "blocked": "blocked", "done": "idle", "idle": "idle", "error": "idle"}
 NOTIFICATIONS_KEPT = 20
+#: Longest OSC string kept while waiting for its terminator (what ``screen.py`` keeps, too).
+OSC_KEEP = 4096
+#: One complete OSC string of a code this module reads: ``ESC ] code ; arg`` then BEL or ST.
+_OSC = re.compile(rb"\x1b\](7501|9|99|777|133);([^\x07\x1b]{0,%d})(?:\x07|\x1b\\)" % OSC_KEEP)
+#: The start of an OSC string that may still be one of ours when the rest arrives.
+_OPEN = re.compile(rb"\x1b(?:\](?:[0-9]{0,4}(?:;[^\x07\x1b]*)?)?)?\Z")
 
 
 @dataclass(frozen=True)
@@ -103,3 +110,45 @@ class OutOfBand:
         self.notifications.append(Notification(protocol, title[:200], body[:500]))
         self.notified += 1
         self.seq += 1
+
+
+class OscTap:
+    """Finds the out-of-band OSC strings in raw pane bytes, for an emulator that does not hand
+    them over (libghostty-vt keeps titles but drops OSC 7501 and gives no hook for 9/99/777).
+
+    A string split across reads is carried (its first ``OSC_KEEP`` bytes; the rest of a longer
+    one is skipped up to its terminator, as ``screen.py`` does), so the cost per read stays
+    linear in the bytes read.
+    """
+
+    def __init__(self, oob: OutOfBand) -> None:
+        self.oob = oob
+        self._carry = b""  # an open OSC string, at most OSC_KEEP bytes
+        self._overlong = False  # the open string went past OSC_KEEP: the rest is skipped
+
+    def feed(self, data: bytes) -> None:
+        """Scan one read; cheap when it has no ``ESC`` (the caller may skip it then)."""
+        if self._overlong:  # like screen.py: keep the first OSC_KEEP bytes, act at the terminator
+            stop = min((i for i in (data.find(b"\x07"), data.find(b"\x1b")) if i >= 0), default=-1)
+            if stop < 0:
+                return
+            self._overlong, head, self._carry = False, self._carry, b""
+            self.feed(head + b"\x07")
+            data = data[stop + (1 if data[stop] == 7 else 0) :]
+        if self._carry:
+            data, self._carry = self._carry + data, b""
+        if b"\x1b" not in data:
+            return
+        end = 0
+        for m in _OSC.finditer(data):
+            self.oob.feed(m[1].decode(), m[2].decode("utf-8", "replace"))
+            end = m.end()
+        start = data.rfind(b"\x1b", end, len(data))
+        if start >= 0 and _OPEN.match(data, start):
+            self._carry = data[start : start + 2 + OSC_KEEP]  # ESC ] and what screen.py keeps
+            self._overlong = len(data) - start > len(self._carry)
+
+    @property
+    def pending(self) -> bool:
+        """An OSC string is open: the next read must be scanned even without an ``ESC``."""
+        return bool(self._carry)

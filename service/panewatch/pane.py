@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .backends import ScreenLike
 from .manifest import CompiledManifest, ManifestStore, Verdict
-from .oob import Status
+from .oob import NOTIFICATIONS_KEPT, Notification, Status
 from .procinfo import Program, is_shell
 from .signals import Report, combine, report_is_fresh
 from .states import Decision, Source, State
@@ -85,6 +85,9 @@ class Pane:
         self.oob_seq = 0
         self.status_at = float("-inf")
         self._status_seen: Status | None = None
+        #: the agent's desktop notifications (OSC 9/99/777) not yet taken by the engine
+        self.desktop: list[Notification] = []
+        self._notified_seen = 0
 
     # -- bytes -----------------------------------------------------------------------------
     def receive(self, data: bytes) -> None:
@@ -110,8 +113,9 @@ class Pane:
         return len(chunk)
 
     def _note_out_of_band(self) -> None:
-        """Stamp a new OSC 7501 status with the time it arrived (the agent's OSC 9/99/777
-        notifications stay on ``screen.oob`` and show in /explain)."""
+        """Stamp a new OSC 7501 status with the time it arrived, and keep the agent's new
+        desktop notifications for the engine to take (``take_desktop``); the last few also
+        stay on ``screen.oob`` for /explain."""
         oob = getattr(self.screen, "oob", None)
         if oob is None or oob.seq == self.oob_seq:
             return
@@ -119,6 +123,17 @@ class Pane:
             self._status_seen = oob.status
             self.status_at = self.clock()
         self.oob_seq = oob.seq
+        notified = getattr(oob, "notified", 0)
+        new = min(notified - self._notified_seen, len(oob.notifications))
+        self._notified_seen = notified
+        if new > 0:  # more than the screen keeps between two feeds: the newest (bounded) ones
+            self.desktop.extend(list(oob.notifications)[-new:])
+            del self.desktop[:-NOTIFICATIONS_KEPT]
+
+    def take_desktop(self) -> list[Notification]:
+        """The desktop notifications fed since the last call (oldest first)."""
+        taken, self.desktop = self.desktop, []
+        return taken
 
     @property
     def status(self) -> Status | None:

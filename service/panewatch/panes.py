@@ -14,8 +14,9 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from .clock import Clock
-from .events import Created, Output, StateChanged
+from .events import Created, Desktop, Output, StateChanged
 from .hosts.base import HostError, PaneSink
+from .notify import BODY_MAX, TITLE_MAX, clean
 from .scheduler import Scheduler
 from .session import Session
 from .states import Decision, Source, State
@@ -169,6 +170,7 @@ class Panes:
             session.error = reason  # a lost pane says why (the tmux server is gone...)
         pane.set_exit(code)
         pane.feed_all()
+        self.desktop(session)
         self._wake(session.id)
         log.info("exited with %s (%s)", code, reason, extra={"session": session.id})
         if pane.exact is not None:  # a host that states states says why it ended, too
@@ -204,8 +206,28 @@ class Panes:
             with suppress(HostError):  # an agent that does not read its input does not read the answer
                 session.handle.write(data)
 
+    def desktop(self, session: Session) -> None:
+        """The agent's desktop notifications (OSC 9/99/777) just fed: each a typed event for
+        in-process sinks, and to the notifier, which bounds them per session."""
+        pane = session.pane
+        for note in pane.take_desktop():
+            title, body = clean(note.title, TITLE_MAX), clean(note.body, BODY_MAX)
+            self.engine.hub.publish(Desktop(session.id, note.protocol, title, body, self.engine.wall()))
+            self.engine.notifier.on_desktop(
+                session=session.id,
+                name=session.name,
+                agent=pane.manifest_agent or pane.agent or "",
+                state=str(pane.decision.state),
+                protocol=note.protocol,
+                title=title,
+                body=body,
+            )
+
     # -- Flow (the scheduler's calls) ------------------------------------------------------
     def fed(self, key: str) -> None:
+        session = self.sessions.get(key)
+        if session is not None and session.pane.desktop:
+            self.desktop(session)
         self._wake(key)
 
     def pause(self, key: str) -> None:
@@ -271,6 +293,8 @@ class Panes:
             pane.feed_all()
             self.scheduler.drained(session.id)
             self._wake(session.id)
+        if pane.desktop:  # fed here, or by a screen stream's catch-up
+            self.desktop(session)
         if sample:
             self.sample_foreground(session)
         self.classifications += 1
@@ -364,6 +388,7 @@ class Panes:
             "screen_errors": self.gone["screen_errors"] + sum(p.screen.errors for p in panes),
             "classifications": self.classifications,
             "notifications": self.engine.notifier.sent,
+            "notifications_suppressed": self.engine.notifier.suppressed,
             "backlog": sched.backlog(),
             "bytes_read_by_session": {s.id: s.pane.bytes_read for s in self.sessions.values()},
         }

@@ -306,15 +306,21 @@ class PtyProcess:
             os.close(self.master)
             self._master_open = False
         if self._pidfd >= 0:
-            self.loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = -1
-            if self._proc.poll() is None:
-                # still running after close: reap it in the background when it goes
-                task = asyncio.ensure_future(self._reap_later())
-                _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
-                task.add_done_callback(_REAPERS.discard)
+            self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)
 
-    async def _reap_later(self) -> None:
-        while self._proc.poll() is None:
-            await asyncio.sleep(0.5)
+
+def release_pidfd(loop: asyncio.AbstractEventLoop, pidfd: int, proc: subprocess.Popen[bytes]) -> int:
+    """Stop watching a child's pidfd and close it; a child still running is reaped in the
+    background when it goes (no zombie). Returns -1, the closed descriptor's new value."""
+    loop.remove_reader(pidfd)
+    os.close(pidfd)
+    if proc.poll() is None:
+        task = asyncio.ensure_future(_reap_later(proc))
+        _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
+        task.add_done_callback(_REAPERS.discard)
+    return -1
+
+
+async def _reap_later(proc: subprocess.Popen[bytes]) -> None:
+    while proc.poll() is None:
+        await asyncio.sleep(0.5)

@@ -10,6 +10,11 @@ Anyone may connect (mode 0666): who calls is what decides, so agents run as anot
 boundary, README: Threat model) can report too, and a process outside every pane reports for none.
 
 HTTP/1.1 is parsed with ``h11`` (what uvicorn uses), so ``curl --unix-socket`` works from hooks.
+
+The same endpoint also listens on a loopback TCP port (``url``) for hooks that cannot reach a Unix
+socket (Claude Code's native ``http`` hooks, which need no ``curl``). There the request must name
+its session (``X-Panewatch-Session`` or ``?session=``) and is taken only if a process of that
+session holds the connecting socket (:mod:`tcp_peer`): the same guarantee by another route.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 
-from .proctree import session_of
+from .proctree import descendants, session_of
+from .tcp_peer import holders, socket_inode
 
 log = logging.getLogger("panewatch.report")
 
@@ -58,37 +64,72 @@ class ReportSocket:
         self.path = path
         self.roots = roots
         self.handle = handle
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._open = 0
+        #: the loopback TCP endpoint (``http://127.0.0.1:<port>/report``), once started
+        self.url = ""
 
     async def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
         self.path.unlink(missing_ok=True)
-        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_BODY)
+        self._servers.append(await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_BODY))
         os.chmod(self.path, 0o666)
+        await self._start_tcp()
+
+    async def _start_tcp(self) -> None:
+        """Listen on the port the last server used (agents that outlive it, under tmux, keep that
+        URL in their hooks), else on a free one, kept for the next server."""
+        saved = self.path.with_suffix(".port")
+        try:
+            wanted = int(saved.read_text())
+        except (OSError, ValueError):
+            wanted = 0
+        for port in dict.fromkeys((wanted, 0)):
+            try:
+                server = await asyncio.start_server(self._serve, "127.0.0.1", port, limit=MAX_BODY)
+            except OSError:
+                continue
+            self._servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self.url = f"http://127.0.0.1:{port}/report"
+            with suppress(OSError):
+                saved.write_text(str(port))
+            return
+        log.warning("no loopback TCP report endpoint: Claude's http hooks fall back to curl")
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
             with suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            self._server = None
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+        self._servers.clear()
         self.path.unlink(missing_ok=True)
 
     def decide(
-        self, pid: int, uid: int, target: str, method: str
+        self, pid: int | None, target: str, method: str, named: str | None = None
     ) -> tuple[str | None, tuple[int, dict[str, Any]] | None]:
-        """(session, None) when the caller may report, else (None, refusal)."""
+        """(session, None) when the caller ``pid`` may report, else (None, refusal). ``named``: the
+        session the request names (header), else its ``?session=``."""
         parts = urlsplit(target)
         if parts.path != "/report":
             return None, (404, {"detail": "only POST /report is served here"})
         if method != "POST":
             return None, (405, {"detail": "POST /report"})
-        sid = session_of(pid, self.roots())
-        named = parse_qs(parts.query).get("session", [None])[0]
+        sid = session_of(pid, self.roots()) if pid is not None else None
+        named = named or parse_qs(parts.query).get("session", [None])[0]
         if sid is None or (named and named != sid):
             return None, NOT_YOURS
         return sid, None
+
+    def tcp_caller(self, sock: socket.socket, named: str | None) -> int | None:
+        """A process of session ``named`` that holds the other end of this loopback connection
+        (None: none does, or no session is named). Reads ``/proc``: run it off the event loop."""
+        root = next((pid for pid, sid in self.roots().items() if sid == named), None) if named else None
+        if root is None:
+            return None
+        inode = socket_inode(sock.getpeername()[:2], sock.getsockname()[:2])
+        found = holders(inode, descendants(root)) if inode is not None else []
+        return found[0] if found else None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._open >= MAX_CONNECTIONS:
@@ -103,17 +144,27 @@ class ReportSocket:
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=16 * 1024)
         try:
-            pid, uid = peer_pid(writer.get_extra_info("socket"))
-            status, answer = await asyncio.wait_for(self._one_request(conn, reader, pid, uid), READ_TIMEOUT_S)
+            sock = writer.get_extra_info("socket")
+            status, answer = await asyncio.wait_for(self._one_request(conn, reader, sock), READ_TIMEOUT_S)
         except (TimeoutError, h11.RemoteProtocolError, ConnectionError, OSError):
             status, answer = 400, {"detail": "bad or slow request"}
         except Exception:  # never let a hook's request take the server's loop down
             log.exception("report socket request failed")
             status, answer = 500, {"detail": "internal error"}
-        await self._answer(conn, writer, status, answer)
+        # a native http hook reads a JSON answer as hook output (a decision): it gets none
+        tcp = writer.get_extra_info("socket").family != socket.AF_UNIX
+        await self._answer(conn, writer, status, None if tcp else answer)
+
+    async def _caller(self, sock: socket.socket, request: h11.Request) -> tuple[int | None, str | None]:
+        """(calling pid or None, the session the request names)."""
+        named = next((v.decode("latin-1") for k, v in request.headers if k == b"x-panewatch-session"), None)
+        if sock.family == socket.AF_UNIX:
+            return peer_pid(sock)[0], named
+        named = named or parse_qs(urlsplit(request.target.decode("latin-1")).query).get("session", [None])[0]
+        return await asyncio.to_thread(self.tcp_caller, sock, named), named
 
     async def _one_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, pid: int, uid: int
+        self, conn: h11.Connection, reader: asyncio.StreamReader, sock: socket.socket
     ) -> tuple[int, dict[str, Any]]:
         sid: str | None = None
         body = bytearray()
@@ -124,7 +175,8 @@ class ReportSocket:
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
-                sid, refusal = self.decide(pid, uid, event.target.decode("latin-1"), event.method.decode("latin-1"))
+                pid, named = await self._caller(sock, event)
+                sid, refusal = self.decide(pid, event.target.decode("latin-1"), event.method.decode("latin-1"), named)
                 if refusal is not None:  # refused before the body is read
                     return refusal
             elif isinstance(event, h11.Data):
@@ -138,8 +190,10 @@ class ReportSocket:
                 raise ConnectionError("closed before the request ended")
 
     @staticmethod
-    async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, answer: dict[str, Any]) -> None:
-        body = json.dumps(answer, ensure_ascii=True).encode()
+    async def _answer(
+        conn: h11.Connection, writer: asyncio.StreamWriter, status: int, answer: dict[str, Any] | None
+    ) -> None:
+        body = b"" if answer is None else json.dumps(answer, ensure_ascii=True).encode()
         try:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 writer.write(
@@ -147,7 +201,7 @@ class ReportSocket:
                         h11.Response(
                             status_code=status,
                             headers=[
-                                ("content-type", "application/json"),
+                                *([("content-type", "application/json")] if body else []),
                                 ("content-length", str(len(body))),
                                 ("connection", "close"),
                             ],

@@ -27,6 +27,7 @@ from pyghostty.core import init_sized
 from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
 from wcwidth import wcwidth
 
+from .oob import OscTap, OutOfBand
 from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor
 
 #: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
@@ -173,6 +174,9 @@ class GhosttyScreen:
         #: Lines SU/SD/IL/DL may move, refilled one per byte fed: Ghostty moves a line at a time.
         self._line_allowance = 2 * rows
         self._margins_seen = False
+        #: What the agent says out of band (OSC 7501, 9;4, 9/99/777), as ``Screen.oob``.
+        self.oob = OutOfBand()
+        self._tap = OscTap(self.oob)
 
     # -- input -----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -183,6 +187,8 @@ class GhosttyScreen:
         cap = min(2 * self.rows * self.cols, REP_BURST)
         self._rep_allowance = min(self._rep_allowance + len(data) * REP_CELLS_PER_BYTE, cap)
         self._line_allowance = min(self._line_allowance + len(data), 2 * self.rows)
+        if b"\x1b" in data or self._tap.pending:
+            self._tap.feed(data)
         if b"\x1b" in data:
             if not self._margins_seen and b"r" in data and _DECSTBM.search(data):
                 self._margins_seen = True

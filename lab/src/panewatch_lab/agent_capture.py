@@ -14,6 +14,7 @@ import argparse
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,6 +121,19 @@ def cut(session: PtySession, mock: LoopbackServer, spec: CaptureSpec, timeout: f
     return data
 
 
+def start_up(
+    lab: AgentLab, spec: CaptureSpec, home: Path, project: Path, env: dict[str, str], argv: list[str]
+) -> list[str]:
+    """Make the capture's start-up conditions true (a first start's dialogs); the argv to run."""
+    conditions = frozenset(spec.start)
+    unknown = conditions - lab.conditions - {"git-repo"}
+    if unknown:
+        raise CaptureRefused(f"the {lab.agent} lab cannot start with {sorted(unknown)}", [])
+    if "git-repo" in conditions:
+        subprocess.run(["git", "init", "-q", str(project)], check=True, env=env, capture_output=True)
+    return lab.start_up(conditions, home, project, env, argv)
+
+
 def capture_one(lab: AgentLab, plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, cols: int) -> Captured:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f"panewatch-{lab.agent}-{spec.kind}-"))
@@ -130,7 +144,8 @@ def capture_one(lab: AgentLab, plan: CapturePlan, spec: CaptureSpec, binary: str
             (project / name).write_text(content)
         with LoopbackServer(lab.mock(plan.scenario)) as mock:
             env = lab.prepare(work / "home", project, mock.url)
-            with PtySession(lab.argv(binary, project), env=env, cwd=str(project), rows=rows, cols=cols) as session:
+            argv = start_up(lab, spec, work / "home", project, env, lab.argv(binary, project))
+            with PtySession(argv, env=env, cwd=str(project), rows=rows, cols=cols) as session:
                 ready = spec.ready or plan.ready
                 if not session.wait_for(_shows(ready), 40):
                     raise CaptureRefused(f"the CLI never got ready ({ready!r})", session.screen.lines())

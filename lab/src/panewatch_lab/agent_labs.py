@@ -37,6 +37,11 @@ class AgentLab:
     argv: Callable[[str, Path], list[str]]
     #: (scenario, log path) → the mock API app (``app.state.log`` is a ``TurnLog``).
     mock: Callable[..., Starlette]
+    #: (conditions, home, project, env, argv) → argv: a first start's conditions
+    #: (``CaptureSpec.start``) made true after ``prepare``; ``env`` is changed in place.
+    start_up: Callable[[frozenset[str], Path, Path, dict[str, str], list[str]], list[str]]
+    #: The conditions ``start_up`` knows (``git-repo`` is the capture tool's own).
+    conditions: frozenset[str]
     #: How an Enter is typed after the text (Ink drops an Enter that arrives with a paste).
     enter_delay: float = 0.05
 
@@ -102,6 +107,8 @@ LABS: dict[str, AgentLab] = {
         gemini_env.prepare_home,
         lambda binary, project: [binary],
         mock_gemini.build_app,
+        gemini_env.start_up,
+        frozenset({"untrusted", "no-auth"}),
         enter_delay=0.05,
     ),
     "codex": AgentLab(
@@ -113,6 +120,8 @@ LABS: dict[str, AgentLab] = {
         codex_env.prepare_home,
         codex_env.codex_argv,
         mock_codex.build_app,
+        codex_env.start_up,
+        frozenset({"untrusted", "no-auth"}),
         enter_delay=0.05,
     ),
     "aider": AgentLab(
@@ -124,6 +133,8 @@ LABS: dict[str, AgentLab] = {
         aider_env.prepare_home,
         aider_env.aider_argv,
         mock_chat.build_app,
+        aider_env.start_up,
+        frozenset({"git"}),
         enter_delay=0.05,
     ),
 }

@@ -70,3 +70,9 @@ def aider_argv(binary: str, project: Path) -> list[str]:
         "0",
         "--no-detect-urls",
     ]
+
+
+def start_up(conditions: frozenset[str], home: Path, project: Path, env: dict[str, str], argv: list[str]) -> list[str]:
+    """``git``: Aider may use git, so it asks its start-up questions ("No git repo found, create
+    one…?" outside a repository, "Add .aider* to .gitignore?" inside one)."""
+    return [a for a in argv if a != "--no-git"] if "git" in conditions else argv

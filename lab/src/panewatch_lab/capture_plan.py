@@ -26,6 +26,8 @@ PLAN_DIR = Path(__file__).with_name("captures")
 #: a tool call: asking permission or running it); ``done``: the turn ended (``end_turn``);
 #: ``cancelled``: the CLI hung up mid-reply (Esc).
 Turn = Literal["none", "waiting", "streaming", "tool", "done", "cancelled"]
+#: Start-up conditions a capture can ask for (see ``CaptureSpec.start``).
+StartUp = Literal["git-repo", "untrusted", "no-auth", "git"]
 
 
 def _check_regexes(patterns: list[str]) -> list[str]:
@@ -100,6 +102,11 @@ class CaptureSpec(BaseModel):
     #: Leave the folder-trust / API-key start-up dialogs in place (see ``prepare_home``).
     trusted: bool = True
     key_approved: bool = True
+    #: Start-up conditions for the Codex, Gemini and Aider labs, to meet the dialogs a user
+    #: meets at first start: ``git-repo`` (the project is a fresh git repository),
+    #: ``untrusted`` (its folder is not trusted), ``no-auth`` (no sign-in chosen), ``git``
+    #: (Aider may use git). Each lab says which it knows (``AgentLab.start_up``).
+    start: list[StartUp] = Field(default_factory=list)
     #: What the screen shows once this launch is ready for the steps (default: the plan's).
     ready: str | None = None
     #: Files to create in the project folder first (``edit-me.txt`` for the Edit task).

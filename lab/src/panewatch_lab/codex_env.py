@@ -56,3 +56,18 @@ trust_level = "trusted"
 
 def codex_argv(binary: str, project: Path) -> list[str]:
     return [binary, "--no-daemon"]
+
+
+def start_up(conditions: frozenset[str], home: Path, project: Path, env: dict[str, str], argv: list[str]) -> list[str]:
+    """Undo what ``prepare_home`` set, to meet a first start's dialogs: ``untrusted`` (no trust
+    entry: in a git repository Codex asks "Trust this folder?"), ``no-auth`` (no key and no
+    provider: the sign-in screen)."""
+    config = Path(env["CODEX_HOME"]) / "config.toml"
+    text = config.read_text()
+    if "untrusted" in conditions:
+        text = text[: text.index("[projects.")]
+    if "no-auth" in conditions:
+        env.pop("OPENAI_API_KEY", None)
+        text = text.replace('model_provider = "mock"\n', "")
+    config.write_text(text)
+    return argv

@@ -68,3 +68,22 @@ def prepare_home(
 
 def gemini_argv(binary: str, *extra: str) -> list[str]:
     return [binary, *extra]
+
+
+def start_up(conditions: frozenset[str], home: Path, project: Path, env: dict[str, str], argv: list[str]) -> list[str]:
+    """Undo what ``prepare_home`` set, to meet a first start's dialogs: ``untrusted`` (no trusted
+    folder: "Do you trust the files in this folder?"), ``no-auth`` (no auth type chosen: "How
+    would you like to authenticate for this project?").
+
+    Untrusted, the CLI may relaunch itself as a user's does: it applies a trust decision by
+    restarting ("Gemini CLI is restarting to apply the trust changes..."), and without the
+    relaunch it exits (199) instead, which no user sees."""
+    gem = home / ".gemini"
+    if "untrusted" in conditions:
+        (gem / "trustedFolders.json").write_text("{}")
+        env.pop("GEMINI_CLI_NO_RELAUNCH", None)
+    if "no-auth" in conditions:
+        settings = json.loads((gem / "settings.json").read_text())
+        del settings["security"]["auth"]
+        (gem / "settings.json").write_text(json.dumps(settings, indent=2))
+    return argv

@@ -16,14 +16,12 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
+from ..ptyproc import release_pidfd
+
 READ_SIZE = 256 * 1024
 #: Most bytes queued for an agent that is not reading its stdin before writes are refused.
 WRITE_QUEUE_LIMIT = 8 * 1024 * 1024
 STDERR_TAIL = 8 * 1024
-
-
-# background reapers of children still running after close (strong references until they finish)
-_REAPERS: set[asyncio.Task[None]] = set()
 
 
 class StdioSpawnError(Exception):
@@ -212,14 +210,4 @@ class StdioChild:
         for fd in list(self._open):
             self._close_fd(fd)
         if self._pidfd >= 0:
-            self.loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = -1
-            if self._proc.poll() is None:
-                task = asyncio.ensure_future(self._reap_later())
-                _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
-                task.add_done_callback(_REAPERS.discard)
-
-    async def _reap_later(self) -> None:
-        while self._proc.poll() is None:
-            await asyncio.sleep(0.5)
+            self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)

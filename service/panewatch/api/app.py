@@ -33,6 +33,8 @@ def _lifespan(engine: Engine, report_socket: ReportSocket) -> Callable[[FastAPI]
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await report_socket.start()
         engine.agent_vars["PANEWATCH_REPORT_SOCKET"] = str(report_socket.path)
+        if report_socket.url:  # the same endpoint over loopback TCP (Claude's native http hooks)
+            engine.agent_vars["PANEWATCH_REPORT_URL"] = report_socket.url
         await engine.start()
         try:
             yield

@@ -32,13 +32,13 @@ from collections import deque
 from contextlib import suppress
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, WebSocket, WebSocketDisconnect
-from starlette.websockets import WebSocketState
+from fastapi import APIRouter, FastAPI, WebSocket
 
 from ..engine import Engine
 from ..errors import PanewatchError, UnknownSession
 from ..events import Created, Deleted, Event, Output, StateChanged
 from .deps import ws_admit
+from .routes_ws import run_first
 
 log = logging.getLogger("panewatch.terminal")
 
@@ -306,91 +306,103 @@ async def term(ws: WebSocket, sid: str) -> None:
     client = TermClient((view["size"]["rows"], view["size"]["cols"]))
     pane.clients.add(client)
 
-    async def send_json(obj: dict[str, Any]) -> None:
-        await ws.send_text(json.dumps(obj))
-
-    async def sender() -> None:
-        rows, cols = client.size
-        await send_json({"type": "hello", "rows": rows, "cols": cols, "history_bytes": len(past)})
-        for i in range(0, len(past), CHUNK):
-            await ws.send_bytes(past[i : i + CHUNK])
-        await ws.send_bytes(screen_now)
-        await send_json({"type": "ready"})
-        last_meta: dict[str, Any] | None = None
-        meta_at = 0.0
-        while True:
-            wait = None
-            if client.meta_dirty:
-                due = meta_at + META_INTERVAL_S - time.monotonic()
-                if due <= 0:
-                    client.meta_dirty = False
-                    try:
-                        meta = _meta(engine, sid)
-                    except UnknownSession:
-                        await ws.close(code=4404, reason=f"session {sid!r} was deleted")
-                        return
-                    client.on_resize(meta["rows"], meta["cols"])  # a resize through the HTTP API
-                    if meta != last_meta:
-                        await send_json(meta)
-                        last_meta = meta
-                    meta_at = time.monotonic()
-                else:
-                    wait = due
-            if client.resync:
-                client.resync = False
-                client.clear()
-                fresh = engine.screen(sid, styles=True)
-                rows, cols = client.size = (fresh["size"]["rows"], fresh["size"]["cols"])
-                log.info("a slow terminal client was resynchronised from the screen", extra={"session": sid})
-                await send_json({"type": "size", "rows": rows, "cols": cols, "resync": True})
-                await ws.send_bytes(repaint(fresh, pane.modes, pane.alternate))
-            item = client.take()
-            if isinstance(item, dict):
-                await send_json(item)
-            elif item:
-                await ws.send_bytes(item)
-            if client.items or client.resync:
-                continue
-            client.wake.clear()
-            if wait is None and not client.meta_dirty:
-                await client.wake.wait()
-            else:
-                with suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(client.wake.wait(), timeout=max(wait or META_INTERVAL_S, 0.01))
-
-    async def receiver() -> None:
-        while True:
-            message = await ws.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            text = message.get("text")
-            if text is None or len(text) > INPUT_MAX * 2:
-                await send_json({"type": "error", "detail": "send JSON text messages (input up to 256 KiB)"})
-                continue
-            try:
-                msg = json.loads(text)
-            except ValueError:
-                await send_json({"type": "error", "detail": "not JSON"})
-                continue
-            if not isinstance(msg, dict):
-                continue
-            try:
-                reply = handle(engine, terminals, sid, client, msg)
-            except UnknownSession:
-                return
-            except PanewatchError as exc:  # exited, not reading its input, a bad size
-                reply = {"type": "error", "detail": str(exc)}
-            if reply is not None:
-                await send_json(reply)
-
     try:
-        await _run(ws, sender(), receiver())
+        await run_first(
+            ws,
+            _sender(ws, engine, sid, pane, client, past, screen_now),
+            _receiver(ws, engine, terminals, sid, client),
+            what="terminal websocket",
+        )
     finally:
         pane.clients.discard(client)
         if client.held:
             log.info(
                 "dropped %d held-back key bytes: the page went away", sum(map(len, client.held)), extra={"session": sid}
             )
+
+
+async def _send_json(ws: WebSocket, obj: dict[str, Any]) -> None:
+    await ws.send_text(json.dumps(obj))
+
+
+async def _sender(
+    ws: WebSocket, engine: Engine, sid: str, pane: PaneTerm, client: TermClient, past: bytes, screen_now: bytes
+) -> None:
+    """History, the repaint, ``ready``, then output and (at most every META_INTERVAL_S) state."""
+    rows, cols = client.size
+    await _send_json(ws, {"type": "hello", "rows": rows, "cols": cols, "history_bytes": len(past)})
+    for i in range(0, len(past), CHUNK):
+        await ws.send_bytes(past[i : i + CHUNK])
+    await ws.send_bytes(screen_now)
+    await _send_json(ws, {"type": "ready"})
+    last_meta: dict[str, Any] | None = None
+    meta_at = 0.0
+    while True:
+        wait = None
+        if client.meta_dirty:
+            due = meta_at + META_INTERVAL_S - time.monotonic()
+            if due <= 0:
+                client.meta_dirty = False
+                try:
+                    meta = _meta(engine, sid)
+                except UnknownSession:
+                    await ws.close(code=4404, reason=f"session {sid!r} was deleted")
+                    return
+                client.on_resize(meta["rows"], meta["cols"])  # a resize through the HTTP API
+                if meta != last_meta:
+                    await _send_json(ws, meta)
+                    last_meta = meta
+                meta_at = time.monotonic()
+            else:
+                wait = due
+        if client.resync:
+            client.resync = False
+            client.clear()
+            fresh = engine.screen(sid, styles=True)
+            rows, cols = client.size = (fresh["size"]["rows"], fresh["size"]["cols"])
+            log.info("a slow terminal client was resynchronised from the screen", extra={"session": sid})
+            await _send_json(ws, {"type": "size", "rows": rows, "cols": cols, "resync": True})
+            await ws.send_bytes(repaint(fresh, pane.modes, pane.alternate))
+        item = client.take()
+        if isinstance(item, dict):
+            await _send_json(ws, item)
+        elif item:
+            await ws.send_bytes(item)
+        if client.items or client.resync:
+            continue
+        client.wake.clear()
+        if wait is None and not client.meta_dirty:
+            await client.wake.wait()
+        else:
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(client.wake.wait(), timeout=max(wait or META_INTERVAL_S, 0.01))
+
+
+async def _receiver(ws: WebSocket, engine: Engine, terminals: Terminals, sid: str, client: TermClient) -> None:
+    """Keystrokes and resizes from the page, each answered by ``handle``."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None or len(text) > INPUT_MAX * 2:
+            await _send_json(ws, {"type": "error", "detail": "send JSON text messages (input up to 256 KiB)"})
+            continue
+        try:
+            msg = json.loads(text)
+        except ValueError:
+            await _send_json(ws, {"type": "error", "detail": "not JSON"})
+            continue
+        if not isinstance(msg, dict):
+            continue
+        try:
+            reply = handle(engine, terminals, sid, client, msg)
+        except UnknownSession:
+            return
+        except PanewatchError as exc:  # exited, not reading its input, a bad size
+            reply = {"type": "error", "detail": str(exc)}
+        if reply is not None:
+            await _send_json(ws, reply)
 
 
 def _cursor_line(view: dict[str, Any]) -> tuple[int, str]:
@@ -463,26 +475,6 @@ def handle(
     return {"type": "error", "detail": f"unknown message type {kind!r}"}
 
 
-async def _run(ws: WebSocket, *coros: Any) -> None:
-    """Run the sender and the receiver until either ends (a close ends the receiver)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with suppress(asyncio.CancelledError, Exception):
-                await task
-        for task in done:
-            exc = task.exception()
-            if exc and not isinstance(exc, (WebSocketDisconnect, RuntimeError, ConnectionError)):
-                log.warning("terminal websocket ended with %r", exc)
-    finally:
-        if ws.client_state == WebSocketState.CONNECTED:
-            with suppress(Exception):
-                await ws.close()
-
-
 async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
     """Another node's pane, watched from here: its screen frames (which flow over the cluster
     only while watched) drawn as repaints; no history and no typing (answers go through the
@@ -494,20 +486,7 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
     async def sender() -> None:
         nonlocal sent_size, ready
         async for frame in cluster.screens(sid, styles=True):
-            if frame.get("full"):
-                view.clear()
-                view.update(frame)
-            else:
-                rows, styles = list(view.get("rows", [])), list(view.get("styles", []))
-                for i, row in frame.get("changed", {}).items():
-                    if int(i) < len(rows):
-                        rows[int(i)] = row
-                for i, style in frame.get("changed_styles", {}).items():
-                    if int(i) < len(styles):
-                        styles[int(i)] = style
-                view.update(
-                    {k: v for k, v in frame.items() if k not in ("changed", "changed_styles")}, rows=rows, styles=styles
-                )
+            _apply_frame(view, frame)
             size = (view["size"]["rows"], view["size"]["cols"])
             if size != sent_size:
                 await ws.send_text(
@@ -545,17 +524,30 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
             message = await ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            await ws.send_text(
-                json.dumps(
-                    {
-                        "type": "error",
-                        "detail": "this session runs on another node: "
-                        "answer its prompt with the buttons, or type on that node's dashboard",
-                    }
-                )
-            )
+            await _send_json(ws, {"type": "error", "detail": REMOTE_READ_ONLY})
 
-    await _run(ws, sender(), receiver())
+    await run_first(ws, sender(), receiver(), what="terminal websocket")
+
+
+REMOTE_READ_ONLY = (
+    "this session runs on another node: answer its prompt with the buttons, or type on that node's dashboard"
+)
+
+
+def _apply_frame(view: dict[str, Any], frame: dict[str, Any]) -> None:
+    """A screen frame (full, or the rows and styles that changed) applied to the view kept."""
+    if frame.get("full"):
+        view.clear()
+        view.update(frame)
+        return
+    rows, styles = list(view.get("rows", [])), list(view.get("styles", []))
+    for i, row in frame.get("changed", {}).items():
+        if int(i) < len(rows):
+            rows[int(i)] = row
+    for i, style in frame.get("changed_styles", {}).items():
+        if int(i) < len(styles):
+            styles[int(i)] = style
+    view.update({k: v for k, v in frame.items() if k not in ("changed", "changed_styles")}, rows=rows, styles=styles)
 
 
 def _local(engine: Any) -> Engine:

@@ -71,10 +71,14 @@ async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> 
             if message["type"] == "websocket.disconnect":
                 return
 
-    send_task = asyncio.ensure_future(sender)
-    recv_task = asyncio.ensure_future(receiver())
+    await run_first(ws, sender, receiver())
+
+
+async def run_first(ws: WebSocket, *coros: Coroutine[Any, Any, None], what: str = "websocket") -> None:
+    """Run a socket's coroutines until the first one ends, cancel the rest, close the socket."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
     try:
-        done, pending = await asyncio.wait({send_task, recv_task}, return_when=asyncio.FIRST_COMPLETED)
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
         for task in pending:
@@ -83,7 +87,7 @@ async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> 
         for task in done:
             exc = task.exception()
             if exc and not isinstance(exc, (WebSocketDisconnect, RuntimeError, ConnectionError)):
-                log.warning("websocket ended with %r", exc)
+                log.warning("%s ended with %r", what, exc)
     finally:
         if ws.client_state == WebSocketState.CONNECTED:
             with suppress(Exception):

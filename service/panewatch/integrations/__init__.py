@@ -1,20 +1,28 @@
 """Agent integrations: what is specific to one agent CLI beyond its screen rules.
 
-An integration adds what the agent needs at launch (Claude Code: ``--settings`` with reporting
-hooks) and reads the agent's own reports (hook payloads) into a :class:`~panewatch.signals.Report`.
-The manifest's ``hooks`` field names the integration; a new agent's hooks (Codex, Gemini) plug
-in by adding a module here and a line to ``INTEGRATIONS``.
+An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
+overrides; Gemini CLI: an overlay settings folder in its environment) and reads the agent's own
+reports (hook payloads) into a :class:`~panewatch.signals.Report`. The manifest's ``hooks`` field
+names the integration; a new agent's hooks plug in by adding a module here and a line to
+``INTEGRATIONS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..signals import Report
 from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
+from .codex import CodexIntegration
+from .gemini import GeminiIntegration
 
-INTEGRATIONS: dict[str, Integration] = {"claude": ClaudeIntegration()}
+INTEGRATIONS: dict[str, Integration] = {
+    "claude": ClaudeIntegration(),
+    "codex": CodexIntegration(),
+    "gemini": GeminiIntegration(),
+}
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's
 #: (the only hook format agents send today; a typed-in ``claude`` in a shell pane sends it).
@@ -24,6 +32,13 @@ DEFAULT = INTEGRATIONS["claude"]
 def integration(name: str | None) -> Integration | None:
     """The integration a manifest's ``hooks`` field names (None: none)."""
     return INTEGRATIONS.get(name) if name else None
+
+
+def hooked(
+    chosen: Integration, processes: Sequence[str], argv: list[str], env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """``argv`` and ``env`` with what ``chosen`` adds at launch so the agent's hooks report."""
+    return argv + chosen.launch_args(argv, processes, env), {**env, **chosen.launch_env(argv, processes, env)}
 
 
 def read_report(
@@ -43,6 +58,7 @@ __all__ = [
     "INTEGRATIONS",
     "Integration",
     "UnknownPayload",
+    "hooked",
     "integration",
     "plain_report",
     "read_report",

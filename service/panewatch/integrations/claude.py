@@ -1,16 +1,30 @@
 """Claude Code: the hooks Panewatch adds when it launches the CLI, and what each hook means.
 
 The hooks are passed with ``--settings`` so they apply to that launch only and the user's own
-hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its JSON
-payload to the service's report socket (the kernel tells which pane calls), with a short timeout and ``|| true``: a
-service that is down must never break the agent.
+hooks keep running (hook lists merge across settings levels). Each hook ``curl``s its payload to
+the report socket (the kernel tells which pane calls), with a short timeout and ``|| true``.
+
+When the agent's PATH has no ``curl`` and the Claude Code is one known to take native ``http``
+hooks (:data:`HTTP_HOOKS_SINCE`, read from its install, never by running it), each hook is
+``{"type": "http"}`` instead: Claude itself POSTs the payload to the report endpoint's loopback
+port, which takes it only if a process of the named session holds the connecting socket
+(``tcp_peer``), so one pane still cannot report for another. curl stays first where it is
+installed, for two things measured with 2.1.332: a failed http hook (service down, e.g. a restart
+under tmux) draws "stop hook problem" in Claude's footer where curl's ``|| true`` is silent;
+and while the service is down its loopback port is free, so another local user could listen
+there and read the payloads, which the report socket in the private state folder rules out.
+Either way a service that is down never blocks the agent (``onFailure: continue``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from collections.abc import Mapping, MutableMapping, Sequence
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..report_socket import REPORT_COMMAND as _REPORT_COMMAND
@@ -32,9 +46,21 @@ REDUNDANT_NOTIFICATION_S = 60.0
 REPORT_COMMAND = _REPORT_COMMAND
 
 
-def claude_settings() -> str:
-    """The inline JSON for ``claude --settings``: one reporting hook per event."""
-    hook = {"type": "command", "command": REPORT_COMMAND, "timeout": 5}
+#: The first Claude Code version checked to take ``http`` hooks and POST them from its own process
+#: (older ones may have them too; unchecked ones get the curl hooks, which every version takes).
+HTTP_HOOKS_SINCE = (2, 1, 332)
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+
+
+def http_hook(url: str, sid: str) -> dict[str, Any]:
+    """A native hook posting to the loopback report endpoint, naming its session (not a secret:
+    the endpoint checks which process holds the socket)."""
+    return {"type": "http", "url": f"{url}?session={sid}", "timeout": 5, "onFailure": "continue"}
+
+
+def claude_settings(hook: Mapping[str, Any] | None = None) -> str:
+    """The inline JSON for ``claude --settings``: one reporting hook per event (curl's by default)."""
+    hook = hook or {"type": "command", "command": REPORT_COMMAND, "timeout": 5}
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event in CLAUDE_HOOK_EVENTS:
         entry: dict[str, Any] = {"hooks": [hook]}
@@ -81,10 +107,18 @@ class ClaudeIntegration:
 
     name = "claude"
 
-    def launch_args(self, argv: Sequence[str], processes: Sequence[str]) -> list[str]:
+    def launch_args(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> list[str]:
         if os.path.basename(argv[0]) not in processes:
             return []  # a wrapper script: it may not take --settings
+        url, sid, path = env.get("PANEWATCH_REPORT_URL"), env.get("PANEWATCH_SESSION"), env.get("PATH")
+        if url and sid and shutil.which("curl", path=path) is None:
+            binary = shutil.which(argv[0], path=path) or argv[0]
+            if (installed_version(binary) or (0,)) >= HTTP_HOOKS_SINCE:
+                return ["--settings", claude_settings(http_hook(url, sid))]
         return ["--settings", claude_settings()]
+
+    def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+        return {}
 
     def interpret(self, payload: Mapping[str, Any], now: float, memo: MutableMapping[str, Any]) -> Report | None:
         state, event, detail = state_from_payload(payload)
@@ -99,3 +133,29 @@ class ClaudeIntegration:
                 # was already reported, that repeat can only arrive late (after an answer) and lie
                 return None
         return Report(state, event, now, detail)
+
+
+def installed_version(binary: str) -> tuple[int, ...] | None:
+    """The version of the Claude Code that ``binary`` starts, from its install: the npm package's
+    ``package.json`` above it, or the native installer's file name (``versions/2.1.332``)."""
+    try:
+        real = Path(binary).resolve(strict=True)
+        return _version_at(str(real), real.stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=32)
+def _version_at(real: str, _mtime: int) -> tuple[int, ...] | None:
+    path = Path(real)
+    if found := _VERSION.match(path.name):
+        return tuple(int(part) for part in found.groups())
+    for folder in list(path.parents)[:3]:
+        try:
+            package = json.loads((folder / "package.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(package, dict) and package.get("name") == "@anthropic-ai/claude-code":
+            found = _VERSION.match(str(package.get("version", "")))
+            return tuple(int(part) for part in found.groups()) if found else None
+    return None
