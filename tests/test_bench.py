@@ -267,6 +267,28 @@ def test_the_replay_runs_real_captures_and_prints_every_figure(tmp_path):
         assert "matplotlib missing" in proc.stdout
 
 
+def test_the_dashboards_scenario_watches_screens_over_real_websockets_and_prints_its_columns(tmp_path):
+    """Tiny sizes: replayed panes with the HTTP app on, two dashboards of two screens each in a
+    client process of their own; every socket opened, frames arrived and were timed."""
+    out_json = tmp_path / "dash.json"
+    argv = ["--only", "dashboards", "--dash-panes", "4", "--dashboards", "2", "--dash-watch", "2"]
+    argv += ["--replay-seconds", "2", "--replay-warmup", "0.5", "--backends", "pyte", "--json", str(out_json)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "panewatch", "bench", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("## 6. Dashboards", "sockets", "CPU (1 core)", "frames/s", "frame p50", "client CPU", "driver"):
+        assert label in proc.stdout, (label, proc.stdout)
+    rows = json.loads(out_json.read_text())["dashboards"]
+    (served,) = [r for r in rows if not r["driver_only"]]
+    assert served["dashboards_opened"] == served["dashboards_sockets"] == 4 and served["client_errors"] == []
+    assert served["frames_per_s"] > 0 and math.isfinite(served["frame_p99"]) and served["cpu"] > 0
+
+
 def test_replay_frames_are_the_captures_own_bytes_cut_where_a_repaint_starts():
     from panewatch_lab.bench_replay import RESET, load_captures, split_frames
 

@@ -28,8 +28,9 @@ class Flow:
     def resume(self, key: str) -> None:
         self.calls.append(("resume", key))
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float, spent: object = None) -> bool:
         self.calls.append(("sweep", now))
+        return True
 
     def due(self, key: str, now: float) -> None:
         self.calls.append(("due", key))
@@ -136,6 +137,9 @@ def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
         Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256, pause_s=0.12)
     )
     sched.start()
+    ticks: list[float] = []
+    tick = sched._read_tick
+    sched._read_tick = lambda: (ticks.append(clock.time()), tick())[1]  # type: ignore[method-assign]
     p, q = pane(clock), pane(clock)
     sched.add("a", p)
     sched.add("b", q)
@@ -144,8 +148,10 @@ def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
         deliver(sched, "b", q, b"\r* Work 02")
         clock.advance(0.05)
     # still spinning: no read, and no timer of a pane's own (one shared pause timer)
-    assert flow.of("due") == [] and not sched._timers
+    assert flow.of("due") == [] and len(sched._due) == 2
+    assert ticks == []  # and no wake-up: their frames only moved their due times
     clock.advance(0.1)  # both stopped 0.12 s ago: both read, at one wake-up
+    assert len(ticks) == 1
     assert flow.of("due") == ["a", "b"]
     clock.advance(1.0)
     assert flow.of("due") == ["a", "b"]  # nothing new: no more reads
@@ -194,3 +200,38 @@ def test_a_pane_drawing_slower_than_pause_s_is_not_read_at_every_tick():
     assert len(flow.of("due")) <= 2  # the first ticks, before its rhythm is known
     clock.advance(0.3)
     assert flow.of("due")[-1:] == ["a"]  # it stopped: read
+
+
+def test_a_sweep_longer_than_a_turn_goes_on_at_the_next_turns_and_counts_once():
+    clock, flow, sched = make(Timing(sweep_s=0.5, tick_budget_s=0.02))
+    slices: list[float] = []
+
+    def sweep(now: float, spent: object) -> bool:  # three turns' worth of panes
+        slices.append(now)
+        return len(slices) % 3 == 0
+
+    flow.sweep = sweep  # type: ignore[method-assign]
+    sched.start()
+    clock.advance(0.5)
+    assert slices == [1000.5] * 3 and sched.sweeps == 1  # sliced over turns, not interval
+    clock.advance(0.5)
+    assert len(slices) == 6 and sched.sweeps == 2
+
+
+def test_reads_due_at_once_past_the_turn_budget_wait_for_the_next_turn():
+    # every perf() call costs 8 ms of a 20 ms turn: two or three reads per turn, not all ten
+    clock, flow, sched = make(
+        Timing(mode="change", sweep_s=5.0, settle_s=0.04, change_bytes=10, tick_budget_s=0.02), perf_step=0.008
+    )
+    panes = {f"p{i}": pane(clock) for i in range(10)}
+    for key, p in panes.items():
+        sched.add(key, p)
+        deliver(sched, key, p, b"x" * 50)
+    clock.advance(0.03)
+    clock.now += 0.02  # settled: all ten due at once
+    clock.tick()  # one turn
+    first = len(flow.of("due"))
+    assert 1 <= first < 10
+    while clock.tick():
+        pass
+    assert sorted(flow.of("due")) == sorted(panes)  # every pane read, over later turns

@@ -54,6 +54,7 @@ class Panes:
         self.engine, self.clock = engine, clock
         self.sessions: dict[str, Session] = {}
         self.scheduler = Scheduler(clock, engine.timing, self)
+        self._sweeping: list[str] | None = None  # keys the sweep under way has yet to look at
         self.watchers: dict[str, set[asyncio.Event]] = {}
         self.output_sinks: dict[str, list[Callable[[bytes], None]]] = {}
         self.classifications = 0
@@ -239,18 +240,32 @@ class Panes:
         if session is not None and session.handle is not None:
             session.handle.resume_reading()
 
-    def sweep(self, now: float) -> None:
-        for session in list(self.sessions.values()):
-            pane = session.pane
-            if pane.final or self.scheduler.flowing(pane, now):
-                continue
-            self.sample_foreground(session, idle_too=False)
-            if not pane.needs_classify(self.engine.store, self.engine.freshness):
-                continue
-            # do not read a screen in the middle of a repaint, unless it has stalled there
-            if (pane.pending or pane.screen.mid_frame) and now - pane.last_output < MID_FRAME_WAIT_S:
-                continue
-            self.classify(session, fresh=False, sample=False)
+    def sweep(self, now: float, spent: Callable[[], bool] = lambda: False) -> bool:
+        """Read the panes that need it, stopping once ``spent()``: False means called again,
+        it goes on with the panes it has not looked at yet (bounded work per loop turn)."""
+        if self._sweeping is None:
+            self._sweeping = list(self.sessions)
+        left = self._sweeping
+        while left:
+            session = self.sessions.get(left.pop())
+            if session is not None:
+                self._sweep_one(session, now)
+            if left and spent():
+                return False
+        self._sweeping = None
+        return True
+
+    def _sweep_one(self, session: Session, now: float) -> None:
+        pane = session.pane
+        if pane.final or self.scheduler.flowing(pane, now):
+            return
+        self.sample_foreground(session, idle_too=False)
+        if not pane.needs_classify(self.engine.store, self.engine.freshness):
+            return
+        # do not read a screen in the middle of a repaint, unless it has stalled there
+        if (pane.pending or pane.screen.mid_frame) and now - pane.last_output < MID_FRAME_WAIT_S:
+            return
+        self.classify(session, fresh=False, sample=False)
 
     def due(self, key: str, now: float) -> None:
         session = self.sessions.get(key)

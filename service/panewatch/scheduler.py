@@ -12,15 +12,15 @@ One component with an injected clock, so its rules are tested by moving a clock 
   big change (a dialog, a whole repaint); after small changes (a spinner frame, a status line
   erased) it reads the pane once its output has stopped for ``pause_s``: an agent that finishes
   or asks stops drawing, while a working one keeps its spinner going and is not read per frame.
-  Those pause reads share one timer (a heap of due times on a 10 ms grid), not a timer per pane
-  and burst: that wake-up per burst was what made change mode cost more than the sweep. A pane
-  whose output never pauses is still read by the sweep every ``backstop_s``.
+  Every pane's planned read is an entry in one heap and one timer (on a ``grain_s`` grid) waits
+  for the first: output only moves its pane's due time, so a pane that keeps drawing costs no
+  wake-up at all. Loop wake-ups, not the reads, were what made change mode cost more than the
+  sweep. A pane whose output never pauses is still read by the sweep every ``backstop_s``.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +41,7 @@ class Timing:
     change_bytes: int = 256
     pause_s: float = 0.12  # least pause; a pane drawing at a slower rhythm needs 1.3× its gap
     backstop_s: float = 2.8
-    grain_s: float = 0.01  # pause reads due within one grain share a wake-up
+    grain_s: float = 0.02  # reads due within one grain share a wake-up
     feed_budget: int = 16 * 1024
     tick_budget_s: float = 0.02
     high_water: int = 512 * 1024
@@ -65,8 +65,9 @@ class Flow(Protocol):
 
     def resume(self, key: str) -> None: ...
 
-    def sweep(self, now: float) -> None:
-        """Read every pane that needs it."""
+    def sweep(self, now: float, spent: Callable[[], bool]) -> bool:
+        """Read every pane that needs it; once ``spent()`` says the turn's time is up, stop and
+        return False (called again at the next turn, it goes on where it stopped)."""
 
     def due(self, key: str, now: float) -> None:
         """Change mode: read this pane now if anything moved."""
@@ -81,16 +82,18 @@ class Scheduler:
         self._feeding: dict[str, Pane] = {}  # insertion-ordered: round-robin
         self._feed_scheduled = False
         self._paused: set[str] = set()
-        self._timers: dict[str, Timer] = {}
-        self._first_big: dict[str, float] = {}  # change mode: first unread big change
-        self._pauses: list[tuple[float, str]] = []  # change mode: (due, key), a heap
-        self._pausing: set[str] = set()  # keys with an entry in the heap
-        self._pause_timer: Timer | None = None
+        # change mode: when each pane is to be read, a heap of (due, key) whose first entry
+        # holds the one timer; an entry is alive while ``_due[key]`` is its time
+        self._due: dict[str, float] = {}
+        self._reads: list[tuple[float, str]] = []
+        self._big: dict[str, float] = {}  # when the pane's first unread big change came
+        self._read_timer: Timer | None = None
         self._sweep_timer: Timer | None = None
         # figures for /metrics and the benchmark
         self.sweeps = 0
         self.sweep_seconds: list[float] = []
         self.sweep_seconds_sum = 0.0
+        self._sweep_took = 0.0  # the sweep under way, over its slices
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,12 +103,9 @@ class Scheduler:
         if self._sweep_timer is not None:
             self._sweep_timer.cancel()
             self._sweep_timer = None
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        if self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
 
     def add(self, key: str, pane: Pane) -> None:
         self._panes[key] = pane
@@ -114,11 +114,8 @@ class Scheduler:
         self._panes.pop(key, None)
         self._feeding.pop(key, None)
         self._paused.discard(key)
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        self._first_big.pop(key, None)
-        self._pausing.discard(key)  # its heap entry is dropped when it comes up
+        self._due.pop(key, None)  # its heap entry is dead: dropped when it comes up
+        self._big.pop(key, None)
 
     def backlog(self) -> int:
         """The largest backlog (bytes received, not yet emulated) of any pane right now."""
@@ -158,6 +155,12 @@ class Scheduler:
         if self._feeding:
             self._feed_scheduled = True
             self.clock.call_soon(self._feed_tick)
+        if (
+            self._reads
+            and self._reads[0][0] <= self.clock.time() + self.timing.grain_s
+            and self.perf() - start < budget
+        ):
+            self._read_tick(early=True, start=start)
 
     def _maybe_resume(self, key: str, pane: Pane) -> None:
         if key in self._paused and len(pane.pending) < self.timing.low_water:
@@ -174,58 +177,115 @@ class Scheduler:
 
     # -- the sweep -------------------------------------------------------------------------
     def _sweep(self) -> None:
+        """One sweep, in slices of at most ``tick_budget_s`` (one per loop turn): a sweep over
+        a thousand panes must not hold the loop for all of them at once."""
         t0 = self.perf()
-        try:
-            self.flow.sweep(self.clock.time())
-        finally:
-            took = self.perf() - t0
-            self.sweeps += 1
-            self.sweep_seconds.append(took)
-            self.sweep_seconds_sum += took
-            if len(self.sweep_seconds) > 2048:
-                del self.sweep_seconds[:1024]
-            self._sweep_timer = self.clock.call_at(self.clock.time() + self.timing.sweep_interval, self._sweep)
+        budget = self.timing.tick_budget_s
+        done = self.flow.sweep(self.clock.time(), lambda: self.perf() - t0 >= budget)
+        self._sweep_took += self.perf() - t0
+        if not done:
+            self._sweep_timer = self.clock.call_at(self.clock.time(), self._sweep)
+            return
+        took, self._sweep_took = self._sweep_took, 0.0
+        self.sweeps += 1
+        self.sweep_seconds.append(took)
+        self.sweep_seconds_sum += took
+        if len(self.sweep_seconds) > 2048:
+            del self.sweep_seconds[:1024]
+        self._sweep_timer = self.clock.call_at(self.clock.time() + self.timing.sweep_interval, self._sweep)
 
-    # -- change mode -----------------------------------------------------------------------
+    # -- change mode: one heap of due reads, one timer for every pane ----------------------
     def _hot(self, pane: Pane, now: float) -> bool:
         """Enough output to read at once, or the tail of a repaint that was just read."""
         return pane.unread_bytes >= self.timing.change_bytes or now < pane.hot_until
 
     def _schedule_change(self, key: str, pane: Pane) -> None:
-        """Read once output pauses (``settle_s``), no later than ``cap_s`` after a big change.
-        A small change (a spinner frame) waits for the sweep: a dialog is a repaint of hundreds
-        of bytes, and a timer per 60-byte frame costs a wake-up and a read for nothing."""
-        t, now = self.timing, self.clock.time()
-        if not self._hot(pane, now):
-            self._watch_pause(key, pane)
+        """Plan the pane's read: a big change (a dialog, a repaint of hundreds of bytes) once
+        output pauses for ``settle_s``, at most ``cap_s`` after it began; a small one (a spinner
+        frame) once output stops for ``_pause``. Nothing wakes the loop per frame: a pane still
+        drawing only moves its own due time, and only the earliest due time holds the timer."""
+        if key not in self._big and self._hot(pane, self.clock.time()):
+            self._big[key] = self.clock.time()
+        when = self._when(key, pane)
+        planned = self._due.get(key)
+        if planned is None or when < planned - 1e-9:
+            self._push(key, when)
+        elif self._reads[0][1] == key and self._reads[0][0] == planned:
+            self._settle_top()  # the timer waits for this pane: move it, do not wake for nothing
+        else:
             return
-        self._unwatch_pause(key)  # the big change's timer reads it: no second wake-up for it
-        first = self._first_big.setdefault(key, now)
-        due = min(now + t.settle_s, first + t.cap_s)
-        timer = self._timers.get(key)
+        self._arm()
+
+    def _when(self, key: str, pane: Pane) -> float:
+        """When the pane is to be read, from its last output (see ``_schedule_change``)."""
+        first = self._big.get(key)
+        if first is not None:
+            return min(pane.last_output + self.timing.settle_s, first + self.timing.cap_s)
+        return pane.last_output + self._pause(pane)
+
+    def _push(self, key: str, when: float) -> None:
+        self._due[key] = when
+        heapq.heappush(self._reads, (when, key))
+
+    def _settle_top(self) -> None:
+        """Make the heap's first entry true: drop the dead (a pane forgotten, or planned again
+        earlier) and move a pane whose output went on to its real due time. Entries below the
+        first may be early; each is corrected when it comes up."""
+        heap = self._reads
+        while heap:
+            when, key = heap[0]
+            pane = self._panes.get(key)
+            if pane is None or self._due.get(key) != when:
+                heapq.heappop(heap)
+                continue
+            real = self._when(key, pane)
+            if real <= when + 1e-9:
+                return
+            heapq.heapreplace(heap, (real, key))
+            self._due[key] = real
+
+    def _arm(self) -> None:
+        """One timer, on a grid of ``grain_s``, for the first due read of any pane."""
+        self._settle_top()
+        timer = self._read_timer
+        if not self._reads:
+            if timer is not None:
+                timer.cancel()
+                self._read_timer = None
+            return
+        grain = self.timing.grain_s
+        at = round(self._reads[0][0] / grain) * grain
         if timer is not None:
-            if timer.when() <= due:
+            if abs(timer.when() - at) < grain / 2:
                 return
             timer.cancel()
-        self._timers[key] = self.clock.call_at(due, lambda: self._change_due(key))
+        self._read_timer = self.clock.call_at(at, self._read_tick)
 
-    def _change_due(self, key: str) -> None:
-        self._timers.pop(key, None)
-        pane = self._panes.get(key)
-        if pane is None:
-            return
-        t, now = self.timing, self.clock.time()
-        if self._hot(pane, now):
-            first = self._first_big.get(key, now)
-            quiet = now - pane.last_output >= t.settle_s - 1e-3
-            if not quiet and now - first < t.cap_s - 1e-6:  # (a float tie must not re-arm at `now`)
-                self._schedule_change(key, pane)
-                return
-            if pane.unread_bytes >= t.change_bytes:
-                # the tail of a big repaint, split over reads, is read promptly too
-                pane.hot_until = now + 2 * t.settle_s
-        self._first_big.pop(key, None)
-        self._read(key, pane, now)
+    def _read_tick(self, early: bool = False, start: float | None = None) -> None:
+        """Read every pane due by now, or within half a grain of it: they share this wake-up.
+        ``early``: the loop is awake anyway (output was just fed), so reads due within a whole
+        grain are done now rather than in a wake-up of their own. At most ``tick_budget_s``
+        (from ``start``) per turn: what is left is due at once, so read at the next turn."""
+        if not early:
+            self._read_timer = None
+        t, now, heap = self.timing, self.clock.time(), self._reads
+        start = self.perf() if start is None else start
+        self._settle_top()
+        while heap and heap[0][0] <= now + (t.grain_s if early else t.grain_s / 2) + 1e-6:
+            _, key = heapq.heappop(heap)
+            del self._due[key]
+            pane = self._panes[key]  # (_settle_top leaves a known pane first)
+            if self._big.pop(key, None) is not None:
+                if pane.unread_bytes >= t.change_bytes:
+                    # the tail of a big repaint, split over reads, is read promptly too
+                    pane.hot_until = now + 2 * t.settle_s
+                self._read(key, pane, now)
+            elif pane.unread_bytes:
+                self._read(key, pane, now)
+            self._settle_top()
+            if self.perf() - start >= t.tick_budget_s:
+                break
+        self._arm()
 
     def _read(self, key: str, pane: Pane, now: float) -> None:
         if pane.pending:
@@ -235,65 +295,11 @@ class Scheduler:
         self.flow.due(key, now)
         pane.unread_bytes = 0
 
-    # -- change mode: reads when output pauses, one timer for every pane ----------------
-    def _watch_pause(self, key: str, pane: Pane) -> None:
-        if key in self._pausing:
-            return  # its entry is pushed back when it comes up, if output went on
-        self._pausing.add(key)
-        due = pane.last_output + self._pause(pane)
-        heapq.heappush(self._pauses, (due, key))
-        self._arm_pauses(due)
-
-    def _unwatch_pause(self, key: str) -> None:
-        """Drop the pane's pause watch; if the shared timer was set for it, set it for the next
-        pane instead (a wake-up with nothing to read costs as much as one with a read)."""
-        if key not in self._pausing:
-            return
-        self._pausing.discard(key)
-        heap = self._pauses
-        while heap and heap[0][1] not in self._pausing:
-            heapq.heappop(heap)
-        if not heap and self._pause_timer is not None:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-        elif heap and self._pause_timer is not None and self._pause_timer.when() < heap[0][0] - self.timing.grain_s:
-            self._pause_timer.cancel()
-            self._pause_timer = None
-            self._arm_pauses(heap[0][0])
-
     def _pause(self, pane: Pane) -> float:
         """How long the pane's output must stop to count as a pause: ``pause_s``, or 1.3× the
         pane's own rhythm when it draws slower (a spinner ticking every 120-150 ms on a busy
         machine is not pausing at every tick; 1.3×: 30 % jitter), at most ``RHYTHM_MAX_S``."""
         return max(self.timing.pause_s, min(1.3 * pane.rhythm, RHYTHM_MAX_S))
-
-    def _arm_pauses(self, due: float) -> None:
-        grain = self.timing.grain_s
-        due = math.ceil(due / grain - 1e-6) * grain
-        timer = self._pause_timer
-        if timer is not None:
-            if timer.when() <= due:
-                return
-            timer.cancel()
-        self._pause_timer = self.clock.call_at(due, self._pause_tick)
-
-    def _pause_tick(self) -> None:
-        self._pause_timer = None
-        now, heap = self.clock.time(), self._pauses
-        while heap and heap[0][0] <= now + 1e-6:
-            _, key = heapq.heappop(heap)
-            pane = self._panes.get(key)
-            if pane is None or key not in self._pausing:
-                continue
-            due = pane.last_output + self._pause(pane)
-            if due > now + 1e-6:  # output went on: look again when it may have stopped
-                heapq.heappush(heap, (due, key))
-                continue
-            self._pausing.discard(key)
-            if pane.unread_bytes and key not in self._timers:  # (a big change's timer reads it itself)
-                self._read(key, pane, now)
-        if heap:
-            self._arm_pauses(heap[0][0])
 
     def flowing(self, pane: Pane, now: float) -> bool:
         """Change mode: the pane's output has not paused and it was read within

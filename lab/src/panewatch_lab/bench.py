@@ -19,7 +19,9 @@ The server under test is always a separate process, so its CPU time is read from
 5. replay — N panes replaying the real CLIs' captures (``bench_replay``: the engine as the
    service builds it, on the in-memory host, in a process of its own): CPU, RSS per pane,
    state-change delay, event-loop lag, per backend and mode, beside the replay driver's own
-   cost in the same run.
+   cost in the same run;
+6. dashboards — the replay with the HTTP app on and WebSocket dashboards (``bench_dashboards``,
+   a process of their own) watching its screens: frame delay, server CPU.
 """
 
 from __future__ import annotations
@@ -102,6 +104,9 @@ class Server:
     token: str
     proc: subprocess.Popen[bytes] | None = None
     client: httpx.AsyncClient | None = None
+    # its log goes to a file: a pipe nobody drains until the end fills up (64 KiB of state-change
+    # lines) and then blocks the server's event loop on its next log line
+    log: Any = None
 
     @property
     def url(self) -> str:
@@ -110,8 +115,9 @@ class Server:
     async def start(self, timeout: float = 30.0) -> None:
         import httpx
 
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server runs; closed in stop)
         self.proc = subprocess.Popen(
-            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
         )
         self.client = httpx.AsyncClient(
             base_url=self.url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}
@@ -119,7 +125,8 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {err.strip()[-2000:]}")
             with contextlib.suppress(httpx.HTTPError, OSError):
                 if (await self.client.get("/healthz")).status_code == 200:
@@ -139,8 +146,8 @@ class Server:
             else:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        if self.log is not None:
+            self.log.close()
 
     def cpu(self) -> float:
         assert self.proc is not None
@@ -593,7 +600,9 @@ def print_throughput(rows: list[Any], opts: argparse.Namespace) -> None:
 # -- 5. replay -------------------------------------------------------------------------------
 
 
-def _replay_once(opts: argparse.Namespace, panes: int, backend: str, mode: str, driver_only: bool) -> dict[str, Any]:
+def _replay_once(
+    opts: argparse.Namespace, panes: int, backend: str, mode: str, driver_only: bool, extra: Sequence[str] = ()
+) -> dict[str, Any]:
     argv = [
         sys.executable,
         "-m",
@@ -613,6 +622,7 @@ def _replay_once(opts: argparse.Namespace, panes: int, backend: str, mode: str, 
     ]
     if driver_only:
         argv.append("--driver-only")
+    argv += extra
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
     proc = subprocess.run(
         argv,
@@ -646,7 +656,9 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
     print(
         f"{'backend':<9}{'mode':<8}{'panes':>6}{'CPU (1 core)':>13}{'minus driver':>13}{'RSS/pane':>11}"
         f"{'B/s/pane':>9}{'change p50':>11}{'p99':>8}{'max':>8}{'missed':>9}{'lag p99':>9}{'lag max':>9}{'reads/s':>9}"
+        f"{'waited':>8}"
     )
+    print("(waited: share of the window the process was runnable but waiting for a CPU: other processes' time)")
     driver = {r["panes"]: r for r in rows if r["driver_only"]}
     for r in rows:
         base = driver.get(r["panes"], {}).get("cpu", 0.0)
@@ -657,7 +669,7 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
             f"{r['rss_per_pane'] / 2**20:>8.2f} MB{r['bytes_per_s_per_pane']:>9.0f}"
             f"{ms(r['change_p50']):>11}{ms(r['change_p99']):>8}{ms(r['change_max']):>8}"
             f"{r['missed']:>5}/{r['changes']:<3}{ms(r['lag_p99']):>9}{ms(r['lag_max']):>9}"
-            f"{r['classifications_per_s']:>9.0f}"
+            f"{r['classifications_per_s']:>9.0f}{r.get('runq_wait', math.nan) * 100:>7.0f}%"
         )
     by = {(r["backend"], r["mode"], r["panes"]): r for r in rows if not r["driver_only"]}
     for n in opts.replay_sizes:
@@ -674,7 +686,44 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
             print(f"{n} panes: " + "; ".join(sorted(parts)))
 
 
-SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster", "replay")
+# -- 6. dashboards ---------------------------------------------------------------------------
+
+
+def scenario_dashboards(opts: argparse.Namespace, backend_list: list[str]) -> list[dict[str, Any]]:
+    """The replay with the HTTP app on and WebSocket dashboards watching screens (change mode,
+    the default); the driver alone first, as in the replay."""
+    n, extra = opts.dash_panes, ["--dashboards", str(opts.dashboards), "--watch", str(opts.dash_watch)]
+    rows = [_replay_once(opts, n, "pyte", "change", driver_only=True)]
+    for backend in backend_list:
+        rows.append(_replay_once(opts, n, backend, "change", driver_only=False, extra=extra))
+        print(f"  dashboards {n} panes {backend}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+def print_dashboards(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
+    print(
+        f"\n## 6. Dashboards: {opts.dash_panes} replayed panes, {opts.dashboards} WebSocket dashboards × "
+        f"{opts.dash_watch} screens (change mode; {opts.replay_seconds:.0f} s window; clients in a process of their own)"
+    )
+    print(
+        f"{'backend':<9}{'panes':>6}{'sockets':>8}{'CPU (1 core)':>13}{'minus driver':>13}{'frames/s':>9}"
+        f"{'frame p50':>10}{'p99':>8}{'max':>8}{'change p99':>11}{'lag p99':>9}{'client CPU':>11}"
+    )
+    base = next((r["cpu"] for r in rows if r["driver_only"]), 0.0)
+    for r in rows:
+        if r["driver_only"]:
+            print(f"{'driver':<9}{r['panes']:>6}{'-':>8}{r['cpu'] * 100:>12.1f}%")
+            continue
+        client = r["client_cpu_s"] / max(r["seconds"] + opts.replay_warmup + 1.0, 1e-9)
+        print(
+            f"{r['backend']:<9}{r['panes']:>6}{r['dashboards_opened']:>8}{r['cpu'] * 100:>12.1f}%"
+            f"{(r['cpu'] - base) * 100:>12.1f}%{r['frames_per_s']:>9.0f}{ms(r['frame_p50']):>10}"
+            f"{ms(r['frame_p99']):>8}{ms(r['frame_max']):>8}{ms(r['change_p99']):>11}{ms(r['lag_p99']):>9}"
+            f"{client * 100:>10.1f}%"
+        )
+
+
+SCENARIOS = ("latency", "scale", "flood", "throughput", "cluster", "replay", "dashboards")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -749,6 +798,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="DIR",
         help="replay: folders of captures with truth.toml (default fixtures/)",
     )
+    p.add_argument("--dash-panes", type=int, default=200, dest="dash_panes", help="dashboards: replayed panes")
+    p.add_argument("--dashboards", type=int, default=20, help="dashboards: WebSocket dashboards (default 20)")
+    p.add_argument("--dash-watch", type=int, default=10, dest="dash_watch", help="dashboards: screens each watches")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     p.add_argument(
         "--plot",
@@ -768,6 +820,7 @@ def apply_quick(opts: argparse.Namespace) -> None:
     opts.feed_kb, opts.min_seconds = min(opts.feed_kb, 40), min(opts.min_seconds, 0.05)
     opts.replay_sizes = [min(min(opts.replay_sizes), 4)]
     opts.replay_seconds, opts.replay_warmup = min(opts.replay_seconds, 3.0), min(opts.replay_warmup, 1.0)
+    opts.dash_panes, opts.dashboards, opts.dash_watch = min(opts.dash_panes, 4), min(opts.dashboards, 2), 2
     opts.cluster_sessions, opts.cluster_seconds = min(opts.cluster_sessions, 2), min(opts.cluster_seconds, 3.0)
     opts.cluster_nodes, opts.cluster_per_node = min(opts.cluster_nodes, 2), min(opts.cluster_per_node, 10)
 
@@ -811,6 +864,9 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
                 if drawn
                 else "picture: not drawn (matplotlib missing: pip install './lab[plot]')"
             )
+    if "dashboards" in opts.only:
+        out["dashboards"] = scenario_dashboards(opts, scale_backends)
+        print_dashboards(out["dashboards"], opts)
     if "cluster" in opts.only:
         from .bench_cluster import print_cluster, scenario_cluster
 

@@ -1,5 +1,5 @@
-"""The replay figures as a picture: CPU and state-change p99 against pane count, one line per
-backend and mode, with the replay driver's own CPU as the baseline line.
+"""The replay figures as a picture: CPU, state-change p99 and event-loop lag p99 against pane
+count, one line per backend and mode, with the replay driver's own CPU as the baseline line.
 
 matplotlib is optional (the lab's ``plot`` extra); without it nothing is drawn and the caller
 says so. ``python -m panewatch_lab.bench_plot figures.json out.png`` redraws from a saved run.
@@ -31,7 +31,7 @@ def plot_replay(rows: list[dict[str, Any]], path: Path, title: str = "") -> bool
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (cpu_ax, p99_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (cpu_ax, p99_ax, lag_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
     series: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         key = ("replay driver alone", "") if r["driver_only"] else (r["backend"], r["mode"])
@@ -44,12 +44,16 @@ def plot_replay(rows: list[dict[str, Any]], path: Path, title: str = "") -> bool
         cpu_ax.plot(x, [r["cpu"] * 100 for r in rs], line, color=colour, marker="o", label=label)
         if key[1]:
             p99_ax.plot(x, [r["change_p99"] * 1000 for r in rs], line, color=colour, marker="o", label=label)
+            lag_ax.plot(x, [r["lag_p99"] * 1000 for r in rs], line, color=colour, marker="o", label=label)
     cpu_ax.axhline(50, color="#2ca02c", lw=0.8, ls=":", label="target at 1,000 panes (50 %)")
     cpu_ax.set(xlabel="panes replaying real captures", ylabel="CPU (% of one core)", title="server CPU")
     p99_ax.axhline(150, color="#2ca02c", lw=0.8, ls=":", label="target (150 ms)")
     p99_ax.set(xlabel="panes replaying real captures", ylabel="ms (log scale)", title="state change p99")
     p99_ax.set_yscale("log")
-    for ax in (cpu_ax, p99_ax):
+    lag_ax.axhline(20, color="#2ca02c", lw=0.8, ls=":", label="target (20 ms)")
+    lag_ax.set(xlabel="panes replaying real captures", ylabel="ms (log scale)", title="event-loop lag p99")
+    lag_ax.set_yscale("log")
+    for ax in (cpu_ax, p99_ax, lag_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     if title:

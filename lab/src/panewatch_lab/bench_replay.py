@@ -31,18 +31,26 @@ import heapq
 import json
 import random
 import re
+import secrets
 import sys
+import tempfile
 import time
+from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from panewatch.api import create_app
 from panewatch.config import Settings
+from panewatch.engine import Engine
 from panewatch.events import Event, StateChanged
 from panewatch.fixtures import find_folders, load_folder
 from panewatch.hosts.memory import MemoryHost
 from panewatch.session import SessionSpec
 from panewatch.wiring import build_engine
+
+from .loopback import free_port
 
 FRAME_S = 0.1
 LAG_PERIOD_S = 0.010
@@ -110,6 +118,8 @@ class Player:
     spin: list[bytes] = field(default_factory=list)
     sent: int = 0
     pane: Any = None  # the engine's Pane (None with --driver-only)
+    total: int = 0  # bytes emitted so far
+    marks: deque[tuple[int, float]] | None = None  # (total after an emit, when): dashboards only
 
     @property
     def capture(self) -> Capture:
@@ -132,16 +142,14 @@ class Replay:
         if now < p.dwell_until:  # the spinner goes on after a working capture
             data = p.spin[p.sent % len(p.spin)]
             p.sent += 1
-            p.handle.emit(data)
-            self.bytes += len(data)
+            self._emit(p, data, now)
             return now + self.frame_s
         if p.frame == 0 and p.pane is not None:
             # a real pane's agent does not change; a replayed pane's capture does (Codex after
             # Claude): its manifest follows, as the foreground program would make it
             p.pane.agent = cap.agent
         data = cap.frames[p.frame]
-        p.handle.emit(data)
-        self.bytes += len(data)
+        self._emit(p, data, now)
         p.frame += 1
         if p.frame < len(cap.frames):
             return now + self.frame_s
@@ -154,6 +162,13 @@ class Replay:
         p.spin = []
         p.dwell_until = 0.0
         return now + p.rng.uniform(3.0, 10.0)
+
+    def _emit(self, p: Player, data: bytes, now: float) -> None:
+        p.handle.emit(data)
+        self.bytes += len(data)
+        if p.marks is not None:
+            p.total += len(data)
+            p.marks.append((p.total, now))
 
     async def run(self, stop: asyncio.Event, offsets: list[float]) -> None:
         loop = asyncio.get_running_loop()
@@ -179,6 +194,87 @@ class NullHandle:
         pass
 
 
+class Dashboards:
+    """``--dashboards``: the service's HTTP app on loopback in this process (same engine), and
+    WebSocket clients watching its screens in a process of their own (``bench_dashboards``).
+    Each screen frame gets ``bench_t``: when the newest output it shows arrived (None: it shows
+    no output newer than the frame before), so a frame's delay is how old the newest output on
+    the watcher's screen is when the frame arrives: emulation falling behind, the loop's lag and
+    the socket's queue all add to it. (Not the oldest output since the last frame: output that
+    changes nothing visible makes no frame, and would be counted until the next one.)"""
+
+    def __init__(self, engine: Engine, settings: Settings, players: dict[str, Player]) -> None:
+        import uvicorn
+
+        self.engine, self.players = engine, players
+        for p in players.values():
+            p.marks = deque(maxlen=512)
+        self.port = free_port()
+        app = create_app(settings, engine=engine)
+        self._screens = engine.screens
+        engine.screens = self._stamped  # type: ignore[method-assign]
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self.task: asyncio.Future[None] | None = None
+        self.client: asyncio.subprocess.Process | None = None
+
+    def _stamped(self, sid: str, **kw: Any) -> AsyncIterator[dict[str, Any]]:
+        frames, player = self._screens(sid, **kw), self.players[sid]
+        pane = self.engine.panes.sessions[sid].pane
+
+        async def stamped() -> AsyncIterator[dict[str, Any]]:
+            shown = pane.bytes_fed
+            async for frame in frames:
+                fed, marks = pane.bytes_fed, player.marks or ()
+                newest = next(((end, t) for end, t in reversed(marks) if end <= fed), None)
+                frame["bench_t"] = newest[1] if newest is not None and newest[0] > shown else None
+                shown = fed
+                yield frame
+
+        return stamped()
+
+    async def start(self, token: str, dashboards: int, watch: int, until: float) -> None:
+        self.task = asyncio.ensure_future(self.server.serve())
+        while not self.server.started:
+            await asyncio.sleep(0.05)
+        argv = ["--port", str(self.port), f"--token={token}", f"--until={until}"]  # (a token may start with -)
+        argv += ["--dashboards", str(dashboards), "--watch", str(watch), "--sessions", *self.players]
+        self.client = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "panewatch_lab.bench_dashboards", *argv, stdout=asyncio.subprocess.PIPE
+        )
+
+    async def result(self, t0: float, t1: float) -> dict[str, Any]:
+        assert self.client is not None
+        out, _ = await asyncio.wait_for(self.client.communicate(), 120)
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+        got = json.loads(out.decode().strip().splitlines()[-1])
+        delays = [d for at, d in got["delays"] if t0 <= at <= t1]
+        return {
+            "dashboards_sockets": got["sockets"],
+            "dashboards_opened": got["opened"],
+            "frames_per_s": len(delays) / max(t1 - t0, 1e-9),
+            "frame_p50": pct(delays, 50),
+            "frame_p99": pct(delays, 99),
+            "frame_max": max(delays) if delays else float("nan"),
+            "client_cpu_s": got["client_cpu_s"],
+            "client_errors": got["errors"],
+        }
+
+
+def runq_wait_s() -> float:
+    """Seconds this process was runnable but waiting for a CPU (``/proc/self/schedstat``): on a
+    shared machine, the part of the loop's lag that is other processes', not this one's."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def rss_bytes() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -199,7 +295,8 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     if not captures:
         raise SystemExit(f"no {a.rows}x{a.cols} captures under {', '.join(a.captures)}")
     rng = random.Random(a.seed)
-    settings = Settings(mode=a.mode, backend=a.backend, token="bench-replay-token")
+    token = secrets.token_urlsafe(16)
+    settings = Settings(mode=a.mode, backend=a.backend, token=token, state_dir=Path(tempfile.mkdtemp()))
     engine, host = None, None
     sids: list[str] = []
     if not a.driver_only:
@@ -236,6 +333,10 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
             p.pane = engine.panes.sessions[sid].pane
     stop = asyncio.Event()
     offsets = [rng.uniform(0, a.warmup) for _ in range(a.panes)]
+    dash = None
+    if a.dashboards and engine is not None:
+        dash = Dashboards(engine, settings, dict(zip(sids, players, strict=True)))
+        await dash.start(token, a.dashboards, a.watch, time.monotonic() + a.warmup + a.seconds + 1.0)
     lags: list[float] = []
 
     async def sample_lag() -> None:
@@ -250,12 +351,15 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     await asyncio.sleep(a.warmup)
     lags.clear()
     bytes0, t0, c0, w0 = replay.bytes, time.monotonic(), time.process_time(), time.perf_counter()
+    q0 = runq_wait_s()
     stats0 = engine.stats() if engine else {}
     await asyncio.sleep(a.seconds)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    waited = runq_wait_s() - q0
     t1 = time.monotonic()
     stats1 = engine.stats() if engine else {}
     rss = rss_bytes()
+    frames = await dash.result(t0, t1) if dash is not None else {}
     stop.set()
     await asyncio.gather(driver, lagger, return_exceptions=True)
     delays, missed, changes = _delays(replay.truth, events, t0, t1)
@@ -268,6 +372,7 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
         "driver_only": a.driver_only,
         "seconds": wall,
         "cpu": cpu / wall,
+        "runq_wait": waited / wall,
         "rss_per_pane": (rss - rss0) / a.panes,
         "rss": rss,
         "bytes_per_s_per_pane": (replay.bytes - bytes0) / wall / a.panes,
@@ -281,6 +386,9 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
         "classifications_per_s": (stats1.get("classifications", 0) - stats0.get("classifications", 0)) / wall,
         "captures": len(captures),
         "agents": sorted({c.agent for c in captures}),
+        "dashboards": a.dashboards if dash is not None else 0,
+        "watch": a.watch,
+        **frames,
     }
 
 
@@ -321,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--driver-only", action="store_true", dest="driver_only")
     p.add_argument("--captures", nargs="+", default=["fixtures"])
+    p.add_argument("--dashboards", type=int, default=0, help="WebSocket dashboards watching screens (HTTP app on)")
+    p.add_argument("--watch", type=int, default=10, help="screens each dashboard watches")
     a = p.parse_args(argv)
     out = asyncio.run(measure(a))
     print(json.dumps(out, default=float))
