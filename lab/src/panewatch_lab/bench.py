@@ -737,7 +737,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help=f"scenarios to run (default all: {', '.join(SCENARIOS)})",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in ~30 s")
-    p.add_argument("--backend", default="pyte", help="screen backend of the latency servers (default pyte)")
+    p.add_argument(
+        "--backend",
+        default=backends.choose("auto")[0],
+        help="screen backend of the latency servers (default: the service's, Ghostty where installed)",
+    )
     p.add_argument(
         "--backends", nargs="+", default=None, help="backends for scale and flood (default: every installed one)"
     )
