@@ -421,7 +421,9 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
     )
     try:
         expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
-        # a loaded CI can take more than the default 10 s to start the agent and draw its screen
+        # the blocked card went first and pushed this one below the fold, where xterm.js does not
+        # render (it pauses off-screen terminals): a user scrolls to it, and so does the test
+        card_of(page, wide).scroll_into_view_if_needed()
         expect(card_of(page, wide).locator(".screen")).to_contain_text("the end of a long line", timeout=30_000)
         expect(page.locator("#cards > .card").first).to_have_attribute("data-id", asker)
 
