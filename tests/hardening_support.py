@@ -59,7 +59,7 @@ class ServerProcess:
         if token_file is not None:
             argv += ["--token-file", str(token_file)]
         if token is not None:
-            argv += ["--token", token]
+            argv += [f"--token={token}"]  # a generated token may start with "-"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
         child_env.update(env or {})
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)

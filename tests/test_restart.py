@@ -50,7 +50,7 @@ class Service:
             *self.extra,
         ]
         if self.token:
-            argv += ["--token", self.token]
+            argv += [f"--token={self.token}"]  # a generated token may start with "-"
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

@@ -79,8 +79,7 @@ def node_server(url: str, node: str, token: str) -> Server:
         "serve",
         "--port",
         str(port),
-        "--token",
-        token,
+        f"--token={token}",  # a generated token may start with "-"
         "--cluster-url",
         url,
         "--node",
