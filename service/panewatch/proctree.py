@@ -59,6 +59,16 @@ def all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
+def signal_groups(pid: int, foreground: int | None, sig: int) -> None:
+    """``sig`` to a pane's first process group and to its terminal's foreground group (a job the
+    agent started in the foreground has a group of its own); gone or foreign groups are skipped."""
+    for pgid in {pid} | ({foreground} if foreground and foreground > 0 else set()):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def live(pid: int) -> bool:
     """Running (not a zombie waiting for its parent)."""
     st = _stat(pid)

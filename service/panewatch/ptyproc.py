@@ -21,7 +21,7 @@ import termios
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .proctree import Containment, Reaper, join_cgroup
+from .proctree import Containment, Reaper, join_cgroup, signal_groups
 
 READ_SIZE = 65536
 #: Most bytes queued for a child that is not reading its input before writes are refused.
@@ -252,15 +252,7 @@ class PtyProcess:
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the child's process group and to the terminal's foreground group."""
-        groups = {self.pid}
-        fg = self.foreground_pgid()
-        if fg and fg > 0:
-            groups.add(fg)
-        for pgid in groups:
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_groups(self.pid, self.foreground_pgid(), sig)
 
     async def terminate(self, grace: float = 2.0) -> int | None:
         """SIGHUP, then SIGKILL after ``grace`` seconds, then every process the child started

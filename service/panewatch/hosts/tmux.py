@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from ..proctree import MARKER_VAR, Containment, Reaper, live
+from ..proctree import MARKER_VAR, Containment, Reaper, live, signal_groups
 from ..statedir import StateDirError, check_private, prepare_state_dir
 from .base import HostError, LaunchSpec, PaneSink, SpawnError, WriteRefused
 
@@ -663,15 +663,7 @@ class TmuxPane:
     def signal(self, sig: int) -> None:
         if self._pid is None or self.exited:
             return
-        groups = {self._pid}
-        fg = self.foreground_pgid()
-        if fg and fg > 0:
-            groups.add(fg)
-        for pgid in groups:
-            try:
-                os.killpg(pgid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_groups(self._pid, self.foreground_pgid(), sig)
 
     def foreground_pgid(self) -> int | None:
         """``tpgid`` of the pane's first process: its terminal's foreground group, no fork."""
