@@ -11,7 +11,6 @@ leave the terminal's process group.
 from __future__ import annotations
 
 import asyncio
-import errno
 import fcntl
 import os
 import signal
@@ -21,6 +20,7 @@ import termios
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from .outbox import Outbox
 from .proctree import Containment, Reaper, join_cgroup, signal_groups
 
 READ_SIZE = 65536
@@ -132,8 +132,6 @@ class PtyProcess:
         self._on_output = on_output
         self._on_exit = on_exit
         self.returncode: int | None = None
-        self._write_queue = bytearray()
-        self._writing = False
         self._reading = False
         self._master_open = False
         master, slave = os.openpty()
@@ -152,6 +150,7 @@ class PtyProcess:
             self._reaper.started(self.containment, self.pid)
         self.master = master
         self._master_open = True
+        self._outbox = Outbox(self.loop, master, WRITE_QUEUE_LIMIT)  # EIO: the child is gone; dropped
         os.set_blocking(master, False)
         self._pidfd = os.pidfd_open(self.pid)
         self.loop.add_reader(self._pidfd, self._on_pidfd)
@@ -186,9 +185,7 @@ class PtyProcess:
         code = self._proc.poll()
         if code is None:
             return
-        self.loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        self._pidfd = -1
+        self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)  # exited: nothing to reap
         self.returncode = code
         # drain what the child wrote just before exiting, then report
         if self._reading:
@@ -211,29 +208,9 @@ class PtyProcess:
         """Write without blocking; what does not fit now is queued behind a writer callback."""
         if not self._master_open or not self.alive:
             raise WriteRefused("the process has exited")
-        if len(self._write_queue) + len(data) > WRITE_QUEUE_LIMIT:
-            raise WriteRefused(f"the process is not reading its input ({len(self._write_queue)} bytes queued)")
-        self._write_queue += data
-        self._flush()
-
-    def _flush(self) -> None:
-        while self._write_queue:
-            try:
-                n = os.write(self.master, self._write_queue)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                self._write_queue.clear()
-                break
-            del self._write_queue[:n]
-        if self._write_queue and not self._writing:
-            self.loop.add_writer(self.master, self._flush)
-            self._writing = True
-        elif not self._write_queue and self._writing:
-            self.loop.remove_writer(self.master)
-            self._writing = False
+        if not self._outbox.fits(len(data)):
+            raise WriteRefused(f"the process is not reading its input ({self._outbox.queued} bytes queued)")
+        self._outbox.send(data)
 
     # -- control ---------------------------------------------------------------------------
     def resize(self, rows: int, cols: int) -> None:
@@ -291,9 +268,7 @@ class PtyProcess:
             self.containment = None
         if self._reading:
             self.pause_reading()
-        if self._writing:
-            self.loop.remove_writer(self.master)
-            self._writing = False
+        self._outbox.close()
         if self._master_open:
             os.close(self.master)
             self._master_open = False

@@ -10,12 +10,12 @@ for the exit reason.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
+from ..outbox import Outbox
 from ..ptyproc import release_pidfd
 
 READ_SIZE = 256 * 1024
@@ -53,8 +53,6 @@ class StdioChild:
         self._on_exit = on_exit
         self.returncode: int | None = None
         self.stderr_tail = bytearray()
-        self._queue = bytearray()
-        self._writing = False
         try:
             self._proc = subprocess.Popen(
                 list(argv),
@@ -76,6 +74,8 @@ class StdioChild:
         for fd in (self._in, self._out, self._err):
             os.set_blocking(fd, False)
         self._open = {self._in, self._out, self._err}
+        # EPIPE: the agent closed its stdin, so it is closed here too
+        self._outbox = Outbox(self.loop, self._in, WRITE_QUEUE_LIMIT, lambda: self._close_fd(self._in))
         self.loop.add_reader(self._out, self._read_out)
         self.loop.add_reader(self._err, self._read_err)
         self._pidfd = os.pidfd_open(self.pid)
@@ -124,9 +124,7 @@ class StdioChild:
         code = self._proc.poll()
         if code is None:
             return
-        self.loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        self._pidfd = -1
+        self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)  # exited: nothing to reap
         self.returncode = code
         # what the child wrote just before exiting is read before its exit is reported
         for _ in range(64):
@@ -143,30 +141,9 @@ class StdioChild:
     def write(self, data: bytes) -> None:
         if self._in not in self._open or not self.alive:
             raise StdioWriteRefused("the agent has exited")
-        if len(self._queue) + len(data) > WRITE_QUEUE_LIMIT:
-            raise StdioWriteRefused(f"the agent is not reading its input ({len(self._queue)} bytes queued)")
-        self._queue += data
-        self._flush()
-
-    def _flush(self) -> None:
-        while self._queue and self._in in self._open:
-            try:
-                n = os.write(self._in, self._queue)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
-                self._queue.clear()  # EPIPE: the agent closed its stdin
-                self._close_fd(self._in)
-                break
-            del self._queue[:n]
-        if self._queue and not self._writing and self._in in self._open:
-            self.loop.add_writer(self._in, self._flush)
-            self._writing = True
-        elif not self._queue and self._writing:
-            self.loop.remove_writer(self._in)
-            self._writing = False
+        if not self._outbox.fits(len(data)):
+            raise StdioWriteRefused(f"the agent is not reading its input ({self._outbox.queued} bytes queued)")
+        self._outbox.send(data)
 
     # -- control ---------------------------------------------------------------------------
     def signal(self, sig: int) -> None:
@@ -197,9 +174,7 @@ class StdioChild:
             return
         self._open.discard(fd)
         if fd == self._in:
-            if self._writing:
-                self.loop.remove_writer(fd)
-                self._writing = False
+            self._outbox.close()
             self._proc.stdin.close()  # type: ignore[union-attr]
         else:
             self.loop.remove_reader(fd)
