@@ -337,30 +337,31 @@ class _PaneScreen(pyte.Screen):
             self._reply(DA1_REPLY)
 
     # -- text ----------------------------------------------------------------------------
+    @property
+    def _plain_mode(self) -> bool:
+        """Latin-1 charset, autowrap on, insert mode off: the only modes the fast draws below
+        implement; anything else goes through pyte's own ``draw``."""
+        return (
+            not self.charset
+            and self.g0_charset is LAT1_MAP
+            and pyte_modes.DECAWM in self.mode
+            and pyte_modes.IRM not in self.mode
+        )
+
     def draw(self, data: str) -> None:
         if data.isascii():
             if not data.isprintable():
                 data = data.translate(_ASCII_CONTROLS)  # pyte would stop the run at one
             if data:
                 self._last_char = data[-1]
-                if (
-                    not self.charset
-                    and self.g0_charset is LAT1_MAP
-                    and pyte_modes.DECAWM in self.mode
-                    and pyte_modes.IRM not in self.mode
-                ):
+                if self._plain_mode:
                     self._draw_plain(data)
                 else:
                     super().draw(data)
             return
         if _ALL_CELLS.match(data):  # the common case: nothing zero-width, nothing to measure
             self._last_char = data[-1]
-            if (
-                not self.charset
-                and self.g0_charset is LAT1_MAP
-                and pyte_modes.DECAWM in self.mode
-                and pyte_modes.IRM not in self.mode
-            ):
+            if self._plain_mode:
                 if _ALL_NARROW.match(data):
                     self._draw_plain(data)
                 else:
@@ -371,12 +372,7 @@ class _PaneScreen(pyte.Screen):
         data = _drop_zero_width(data)
         if data:
             self._last_char = data[-1]
-            if (
-                not self.charset
-                and self.g0_charset is LAT1_MAP
-                and pyte_modes.DECAWM in self.mode
-                and pyte_modes.IRM not in self.mode
-            ):
+            if self._plain_mode:
                 widths = set(map(_cell_width, set(data)))
                 if widths == {1}:
                     self._draw_plain(data)
