@@ -58,8 +58,9 @@ class ServeProcess:
 
     ``env`` is the whole environment (None: this process's); ``log`` a file its output is
     appended to (a restart on the same file keeps the earlier run's lines), else an unnamed
-    temporary file that lasts until ``stop()``. ``new_session`` puts it in a session of its own,
-    so that a Ctrl-C meant for the caller does not reach it.
+    temporary file that lasts until ``stop()``. ``module`` is another entry point that takes the
+    same ``--port`` and ``--token`` (the bench's probe server). ``new_session`` puts it in a
+    session of its own, so that a Ctrl-C meant for the caller does not reach it.
     """
 
     def __init__(
@@ -123,6 +124,7 @@ class ServeProcess:
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Poll ``/healthz`` (no token needed) until it answers 200; see ``start``."""
         import httpx  # here: `panewatch --help` imports the bench, and stays quick
 
         assert self.proc is not None, "not started"
