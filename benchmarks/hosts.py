@@ -39,7 +39,7 @@ from panewatch.hosts.base import LaunchSpec
 from panewatch.hosts.tmux import TmuxHost
 from panewatch.ptyproc import PtyProcess
 from panewatch.screen import Screen
-from panewatch_lab.loopback import free_port
+from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -166,34 +166,13 @@ async def run_tmux(n: int, seconds: float, warm: float, hz: float, adopt: int, s
 
 def run_server(kind: str, n: int, seconds: float, warm: float, state: Path, backend: str | None) -> dict[str, Any]:
     """``panewatch serve --pane-host KIND`` with n spinner sessions: server (+ tmux server) CPU."""
-    port, token = free_port(), secrets.token_urlsafe(16)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
+    env = env_without_panewatch()
     if backend:
         env["PANEWATCH_BACKEND"] = backend
-    argv = [
-        sys.executable,
-        "-m",
-        "panewatch",
-        "serve",
-        "--port",
-        str(port),
-        f"--token={token}",
-        "--pane-host",
-        kind,
-        "--state-dir",
-        str(state),
-    ]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    server = ServeProcess(secrets.token_urlsafe(16), ["--pane-host", kind, "--state-dir", str(state)], env=env)
     try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
-            for _ in range(300):
-                try:
-                    if c.get("/healthz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.1)
+        server.start(timeout=30)
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.token}"}, timeout=30) as c:
             for i in range(n):
                 r = c.post("/api/sessions", json={"command": agent_argv(10), "name": f"spin-{i}"})
                 r.raise_for_status()
@@ -210,12 +189,12 @@ def run_server(kind: str, n: int, seconds: float, warm: float, state: Path, back
 
             def read() -> tuple[float, float, float]:
                 done = sum(s["bytes_read"] for s in c.get("/api/sessions").json()["sessions"])
-                return time.monotonic(), done, cpu_seconds(proc.pid) + (cpu_seconds(tmux_pid) if tmux_pid else 0)
+                return time.monotonic(), done, cpu_seconds(server.pid) + (cpu_seconds(tmux_pid) if tmux_pid else 0)
 
-            own0 = cpu_seconds(proc.pid)
+            own0 = cpu_seconds(server.pid)
             t0, b0, c0 = read()
             time.sleep(seconds)
-            own1 = cpu_seconds(proc.pid)
+            own1 = cpu_seconds(server.pid)
             t1, b1, c1 = read()
         wall, rate = t1 - t0, (b1 - b0) / (t1 - t0)
         total = (c1 - c0) / wall * 100
@@ -229,11 +208,7 @@ def run_server(kind: str, n: int, seconds: float, warm: float, state: Path, back
             "load": round(os.getloadavg()[0], 1),
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        server.stop(grace=30)
         if kind == "tmux":
             subprocess.run(["tmux", "-S", str(state / "tmux.sock"), "kill-server"], capture_output=True, check=False)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,33 +15,17 @@ from typing import Any
 
 import httpx
 
+from live import wait_listening as wait_port  # the cluster tests' name for it
+from panewatch_lab.loopback import free_port
+from panewatch_lab.serve_proc import ServeProcess
+
 TOKEN = "cluster-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def nats_server_binary() -> str | None:
     """The binary next to this interpreter (a venv's bin), else on PATH."""
     beside = Path(sys.executable).parent / "nats-server"
     return str(beside) if beside.exists() else shutil.which("nats-server")
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise AssertionError(f"{what} exited with {proc.returncode}:\n{out}") from None
-            assert time.monotonic() < deadline, f"{what} did not start in {timeout} s"
-            time.sleep(0.05)
 
 
 class Nats:
@@ -86,7 +69,7 @@ class Node:
         self.extra = extra
         self.port = free_port()
         self.state_dir = tempfile.mkdtemp(prefix=f"pw-node-{name}-")
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.serve: ServeProcess | None = None
         self.http = httpx.Client(
             base_url=f"http://127.0.0.1:{self.port}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=15
         )
@@ -95,37 +78,25 @@ class Node:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def argv(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "panewatch",
-            "serve",
-            "--port",
-            str(self.port),
-            f"--token={TOKEN}",
-            "--cluster-url",
-            self.cluster_url,
-            "--node",
-            self.name,
-            "--sweep-ms",
-            "100",
-            *self.extra,
-        ]
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.serve.proc if self.serve else None
 
     def start(self, wait: bool = True) -> None:
         env = {**os.environ, "XDG_STATE_HOME": self.state_dir}
         env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder (tmux socket, registry)
-        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        extra = ["--cluster-url", self.cluster_url, "--node", self.name, "--sweep-ms", "100", *self.extra]
+        self.serve = ServeProcess(TOKEN, extra, port=self.port, env=env)
+        self.serve.spawn()
         if wait:
-            wait_port(self.port, self.proc, f"node {self.name}")
+            self.serve.wait_healthy(timeout=20)
 
     def run_to_exit(self, timeout: float = 30.0) -> tuple[int, str]:
         """Start and wait for the process to end (a node that must refuse to join)."""
         self.start(wait=False)
-        assert self.proc is not None
-        out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out.decode(errors="replace")
+        assert self.serve is not None and self.serve.proc is not None
+        code = self.serve.proc.wait(timeout)
+        return code, self.serve.stop()
 
     def create(self, **body: Any) -> dict[str, Any]:
         r = self.http.post("/api/sessions", json=body)
@@ -146,14 +117,10 @@ class Node:
         self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.serve is not None:
+            if self.serve.proc is not None and self.serve.proc.poll() is None:
+                self.serve.proc.send_signal(signal.SIGCONT)  # a paused node cannot take its SIGTERM
+            self.serve.stop(grace=15)
         self.http.close()
         sock = os.path.join(self.state_dir, "panewatch", "tmux.sock")
         if os.path.exists(sock):  # the tmux host keeps agents after the server: end them with the test

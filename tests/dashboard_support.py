@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import httpx
 
 from panewatch_lab.loopback import free_port
+from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 REPO = Path(__file__).resolve().parent.parent
 #: The lab's manifests (its ``fake`` agent), when the lab is installed: not bundled with the runtime.
@@ -53,7 +53,7 @@ class Server:
         self.token = token
         self.manifests = manifests or LAB_MANIFESTS  # one extra manifest folder (--manifests)
         self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.serve: ServeProcess | None = None
         self.log_dir = log_dir
         self.starts = 0
         # a state folder of its own, chosen now so that a restart finds it again: a module-scoped
@@ -69,60 +69,19 @@ class Server:
     def start(self, token: str | None = None, timeout: float = 20.0) -> Server:
         if token is not None:
             self.token = token
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_") or k == "PANEWATCH_STATE_DIR"}
+        env = env_without_panewatch(keep={"PANEWATCH_STATE_DIR"})
         env["PYTHONUNBUFFERED"] = "1"
         self.starts += 1
-        log = subprocess.DEVNULL
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            log = open(self.log_dir / f"server-{self.port}-{self.starts}.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "panewatch",
-                "serve",
-                "--port",
-                str(self.port),
-                f"--token={self.token}",
-                "--state-dir",
-                str(self.state_dir),
-                "--sweep-ms",
-                "100",
-                *(["--manifests", str(self.manifests)] if self.manifests else []),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        if log is not subprocess.DEVNULL:
-            log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"panewatch serve exited with {self.proc.returncode} (log in {self.log_dir})")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"panewatch serve did not answer /healthz within {timeout}s")
+        log = self.log_dir / f"server-{self.port}-{self.starts}.log" if self.log_dir is not None else None
+        extra = ["--state-dir", str(self.state_dir), "--sweep-ms", "100"]
+        extra += ["--manifests", str(self.manifests)] if self.manifests else []
+        self.serve = ServeProcess(self.token, extra, port=self.port, env=env, log=log, cwd=REPO).start(timeout)
+        return self
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
+        if self.serve is not None:
+            self.serve.stop(grace=10)
+        self.serve = None
 
     def close(self) -> None:
         """Stop for good: also end the tmux server, which keeps agents after a stop by design."""

@@ -5,23 +5,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from live import wait_listening
 from panewatch.proctree import live as alive
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 
 class ServerProcess:
@@ -37,36 +28,14 @@ class ServerProcess:
         extra: list[str] | None = None,
         pane_host: str = "pty",
     ) -> None:
-        self.port = free_port()
         self.state_dir = state_dir
-        argv = [
-            sys.executable,
-            "-m",
-            "panewatch",
-            "serve",
-            "--port",
-            str(self.port),
-            "--state-dir",
-            str(state_dir),
-            "--sweep-ms",
-            "100",
-            "--pane-host",
-            pane_host,
-            *(extra or []),
-        ]
         # pty by default: these tests are about the pty host's reaper, and a tmux host would keep
         # its agents (and its tmux server) after the test's server stops
+        args = ["--state-dir", str(state_dir), "--sweep-ms", "100", "--pane-host", pane_host, *(extra or [])]
         if token_file is not None:
-            argv += ["--token-file", str(token_file)]
-        if token is not None:
-            argv += [f"--token={token}"]  # a generated token may start with "-"
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-        child_env.update(env or {})
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env)
-        self.pid = self.proc.pid
-        wait_listening(self.port, self.proc, "panewatch serve", timeout=30)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stdout_lines: list[str] = []
+            args += ["--token-file", str(token_file)]
+        self.serve = ServeProcess(token, args, env={**env_without_panewatch(), **(env or {})}).start(timeout=30)
+        self.proc, self.pid, self.port, self.url = self.serve.proc, self.serve.pid, self.serve.port, self.serve.url
         if token_file is not None:
             self.token = token_file.read_text().strip()
         elif token is not None:
@@ -76,15 +45,13 @@ class ServerProcess:
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=15)
 
     def _printed_token(self) -> str:
-        assert self.proc.stdout is not None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            line = self.proc.stdout.readline().decode()
-            self.stdout_lines.append(line)
-            found = re.search(r"\?token=(\S+)", line)
+            found = re.search(r"\?token=(\S+)", self.serve.output())
             if found:
                 return found.group(1)
-        raise AssertionError("no login URL printed: " + "".join(self.stdout_lines))
+            time.sleep(0.05)
+        raise AssertionError("no login URL printed: " + self.serve.output())
 
     def rss_kb(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -107,16 +74,9 @@ class ServerProcess:
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> str:
-        """Signal the server, wait for it, return its stderr."""
+        """Signal the server, wait for it, return what it printed (stdout and stderr, in order)."""
         self.http.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return err.decode(errors="replace")
+        return self.serve.stop(sig, grace=timeout)
 
 
 def wait_file(path: Path, lines: int = 1, timeout: float = 10.0) -> list[str]:

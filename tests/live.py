@@ -85,14 +85,17 @@ async def live_server(**overrides: Any):
             await live.http.aclose()
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 15.0) -> None:
-    """Block until ``proc`` accepts connections on ``port`` (failing with its stderr if it died)."""
+def wait_listening(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
+    """Block until ``proc`` accepts connections on ``port`` (failing with what it printed to its
+    pipes, if it died). A real ``panewatch serve`` is started with ``panewatch_lab.serve_proc``."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
             return
         except OSError:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, f"{what} did not start"
+            if proc.poll() is not None:
+                out = b"".join(pipe.read() for pipe in (proc.stdout, proc.stderr) if pipe is not None)
+                raise AssertionError(f"{what} exited with {proc.returncode}:\n{out.decode(errors='replace')}") from None
+            assert time.monotonic() < deadline, f"{what} did not start in {timeout} s"
             time.sleep(0.05)

@@ -18,6 +18,7 @@ import pytest
 
 from dashboard_support import free_port
 from panewatch.hosts.tmux import tmux_usable
+from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch, serve_argv
 
 pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
 
@@ -29,42 +30,14 @@ class Service:
     def __init__(self, state: Path, *extra: str, token: str | None = TOKEN) -> None:
         self.state, self.extra, self.token = state, extra, token
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = state.parent / "server.log"
+        self.serve: ServeProcess | None = None
+        self.log = state.parent / "server.log"  # every start appends to it
 
     def start(self) -> Service:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-        argv = [
-            sys.executable,
-            "-m",
-            "panewatch",
-            "serve",
-            "--port",
-            str(self.port),
-            "--sweep-ms",
-            "150",
-            "--pane-host",
-            "tmux",
-            "--state-dir",
-            str(self.state),
-            *self.extra,
-        ]
-        if self.token:
-            argv += [f"--token={self.token}"]  # a generated token may start with "-"
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("the server did not start: " + self.log.read_text())
+        extra = ["--sweep-ms", "150", "--pane-host", "tmux", "--state-dir", str(self.state), *self.extra]
+        env = env_without_panewatch()
+        self.serve = ServeProcess(self.token, extra, port=self.port, env=env, log=self.log, cwd=REPO).start(timeout=30)
+        return self
 
     @property
     def url(self) -> str:
@@ -74,18 +47,13 @@ class Service:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=15)
 
     def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        assert self.serve is not None and self.serve.proc is not None
+        self.serve.proc.send_signal(signal.SIGKILL)
+        self.serve.proc.wait(10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.serve is not None:
+            self.serve.stop(grace=15)
 
 
 def wait_for(check, timeout: float = 15.0, what: str = "condition"):
@@ -336,13 +304,12 @@ def test_delete_kills_the_tree_and_the_window(state: Path) -> None:
 
 def test_bad_state_folder_and_registry_are_one_line(state: Path, tmp_path: Path) -> None:
     def serve(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
         return subprocess.run(
-            [sys.executable, "-m", "panewatch", "serve", "--port", "0", "--token", TOKEN, *args],
+            serve_argv(0, TOKEN, args),
             capture_output=True,
             text=True,
             timeout=60,
-            env=env,
+            env=env_without_panewatch(),
             cwd=REPO,
         )
 

@@ -33,13 +33,12 @@ import json
 import math
 import os
 import secrets
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ if TYPE_CHECKING:  # the clients are imported when a scenario runs: `panewatch -
 from panewatch import backends
 
 from .bench_streams import run_throughput
-from .loopback import free_port
+from .serve_proc import SERVE, ServeProcess, env_without_panewatch
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FLOOD_LINE = "flood " + "lorem ipsum dolor sit amet, consectetur adipiscing elit " * 2
@@ -94,68 +93,39 @@ def proc_rss_bytes(pid: int) -> int:
 # -- the server under test ---------------------------------------------------------------------
 
 
-@dataclass
 class Server:
-    """A service process on a free loopback port; stopped (and only it) on exit."""
+    """A service process (``serve_proc``) with an API client, for a scenario's duration."""
 
-    argv: list[str]
-    env: dict[str, str]
-    port: int
-    token: str
-    proc: subprocess.Popen[bytes] | None = None
-    client: httpx.AsyncClient | None = None
-    # its log goes to a file: a pipe nobody drains until the end fills up (64 KiB of state-change
-    # lines) and then blocks the server's event loop on its next log line
-    log: Any = None
+    def __init__(self, token: str, extra: Sequence[str], env: Mapping[str, str], module: Sequence[str] = SERVE) -> None:
+        self.token = token
+        # in a session of its own: a signal to the bench's process group (a Ctrl-C) is not
+        # delivered to it; stop() ends it
+        self.process = ServeProcess(token, extra, env=env, module=module, new_session=True)
+        self.port = self.process.port
+        self.client: httpx.AsyncClient | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.url
 
     async def start(self, timeout: float = 30.0) -> None:
         import httpx
 
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server runs; closed in stop)
-        self.proc = subprocess.Popen(
-            self.argv, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log, start_new_session=True
-        )
+        await asyncio.to_thread(self.process.start, timeout)
         self.client = httpx.AsyncClient(
             base_url=self.url, timeout=30.0, headers={"Authorization": f"Bearer {self.token}"}
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                err = self.log.read().decode(errors="replace")
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {err.strip()[-2000:]}")
-            with contextlib.suppress(httpx.HTTPError, OSError):
-                if (await self.client.get("/healthz")).status_code == 200:
-                    return
-            await asyncio.sleep(0.1)
-        raise RuntimeError("server did not start in time")
 
     async def stop(self) -> None:
         if self.client is not None:
             await self.client.aclose()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            for _ in range(300):
-                if self.proc.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                self.proc.kill()
-                self.proc.wait()
-        if self.log is not None:
-            self.log.close()
+        await asyncio.to_thread(self.process.stop)
 
     def cpu(self) -> float:
-        assert self.proc is not None
-        return proc_cpu_seconds(self.proc.pid)
+        return proc_cpu_seconds(self.process.pid)
 
     def rss(self) -> int:
-        assert self.proc is not None
-        return proc_rss_bytes(self.proc.pid)
+        return proc_rss_bytes(self.process.pid)
 
     async def create(self, command: list[str], name: str) -> str:
         assert self.client is not None
@@ -188,7 +158,6 @@ async def running(server: Server) -> AsyncIterator[Server]:
 
 def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
     """``python -m panewatch serve`` exactly as a user runs it (change-mode timings by env)."""
-    port, token = free_port(), secrets.token_urlsafe(16)
     env = {
         **os.environ,
         "PANEWATCH_SETTLE_MS": str(settle_ms),
@@ -200,44 +169,14 @@ def serve_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend:
     # of its own: a benchmark never adopts, nor leaves agents in, the user's sessions
     env.setdefault("PANEWATCH_PANE_HOST", "pty")
     env.setdefault("PANEWATCH_STATE_DIR", tempfile.mkdtemp(prefix="panewatch-bench-"))
-    argv = [
-        sys.executable,
-        "-m",
-        "panewatch",
-        "serve",
-        "--port",
-        str(port),
-        f"--token={token}",
-        "--mode",
-        mode,
-        "--sweep-ms",
-        str(sweep_ms),
-    ]
-    return Server(argv, env, port, token)
+    return Server(secrets.token_urlsafe(16), ["--mode", mode, "--sweep-ms", str(sweep_ms)], env)
 
 
 def probe_server(mode: str, sweep_ms: int, settle_ms: int, cap_ms: int, backend: str) -> Server:
-    port, token = free_port(), secrets.token_urlsafe(16)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
-    argv = [
-        sys.executable,
-        "-m",
-        "panewatch_lab.bench_probe",
-        "--port",
-        str(port),
-        f"--token={token}",
-        "--mode",
-        mode,
-        "--sweep-ms",
-        str(sweep_ms),
-        "--settle-ms",
-        str(settle_ms),
-        "--cap-ms",
-        str(cap_ms),
-        "--backend",
-        backend,
-    ]
-    return Server(argv, env, port, token)
+    """The same app plus a probe route (``bench_probe``), its settings on the command line only."""
+    extra = ["--mode", mode, "--sweep-ms", str(sweep_ms), "--settle-ms", str(settle_ms), "--cap-ms", str(cap_ms)]
+    extra += ["--backend", backend]
+    return Server(secrets.token_urlsafe(16), extra, env_without_panewatch(), module=("panewatch_lab.bench_probe",))
 
 
 #: The lab's fake agent on its own: at this speed a turn's thinking and silent tool runs last

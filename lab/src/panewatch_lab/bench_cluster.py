@@ -71,26 +71,10 @@ class NatsServer:
 
 
 def node_server(url: str, node: str, token: str) -> Server:
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "panewatch",
-        "serve",
-        "--port",
-        str(port),
-        f"--token={token}",  # a generated token may start with "-"
-        "--cluster-url",
-        url,
-        "--node",
-        node,
-        "--mode",
-        "change",
-    ]
     env = {**os.environ, "XDG_STATE_HOME": tempfile.mkdtemp(prefix=f"pw-bench-{node}-")}
     env.pop("PANEWATCH_STATE_DIR", None)  # each node its own state folder
     env.setdefault("PANEWATCH_PANE_HOST", "pty")  # agents end with the node (no tmux server left behind)
-    return Server(argv, env, port, token)
+    return Server(token, ["--cluster-url", url, "--node", node, "--mode", "change"], env)
 
 
 async def _arrivals(server: Server, out: dict[tuple[str, str, float], float], stop: asyncio.Event) -> None:
