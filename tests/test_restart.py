@@ -141,7 +141,9 @@ def test_sigkilled_server_restarts_and_adopts_every_session(state: Path, tmp_pat
                 agent="shell",
             )
             create("spinner", SPINNER, agent="claude")
-            done = create("done", ["sh", "-c", "echo DONE-OUTPUT; exit 3"])
+            # it pauses before exiting, as a real command does: tmux 3.3a can lose the last bytes
+            # of a process that writes and exits in one instant (see test_host_contract, README)
+            done = create("done", ["sh", "-c", "echo DONE-OUTPUT; sleep 0.2; exit 3"])
             wait_for(lambda: by_name(c)["prompt"]["state"] == "blocked", what="the prompt blocked")
             wait_for(lambda: by_name(c)["spinner"]["state"] == "working", what="the spinner working")
             wait_for(lambda: by_name(c)["done"]["state"] == "exited", what="the command exited")
