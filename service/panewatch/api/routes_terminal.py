@@ -216,12 +216,15 @@ class TermClient:
         self.resync = False
         self.wake = asyncio.Event()
         self.meta_dirty = True
+        # output is fed to the screen a loop turn after it arrives: the title it sets is only
+        # there then, so an output-driven read is followed by one more, an interval later
+        self.meta_trailing = False
         self.size = size
         self.held: list[str] = []
         self.typing_at: tuple[int, str] | None = None  # cursor row and line before the last keys
 
     def on_output(self, data: bytes) -> None:
-        self.meta_dirty = True  # the prompt's selection, the title: read again (throttled)
+        self.meta_dirty = self.meta_trailing = True  # the prompt's selection, the title: read again
         if not self.resync:
             self.items.append(data)
             self.backlog += len(data)
@@ -342,7 +345,7 @@ async def _sender(
         if client.meta_dirty:
             due = meta_at + META_INTERVAL_S - time.monotonic()
             if due <= 0:
-                client.meta_dirty = False
+                client.meta_dirty, client.meta_trailing = client.meta_trailing, False
                 try:
                     meta = _meta(engine, sid)
                 except UnknownSession:
