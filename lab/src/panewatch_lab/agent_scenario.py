@@ -14,12 +14,13 @@ the live tests compare the screen against.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from panewatch_lab.bundled import load_toml
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
@@ -79,11 +80,7 @@ class AgentScenario(BaseModel):
 
 def load_agent_scenario(ref: str | Path | None = None) -> AgentScenario:
     """A scenario from a path, or by bare name from ``lab/scenarios/`` (default ``agents``)."""
-    path = Path(ref or "agents")
-    if not path.exists():
-        path = SCENARIO_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
-    with path.open("rb") as fh:
-        return AgentScenario.model_validate(tomllib.load(fh))
+    return AgentScenario.model_validate(load_toml(ref, SCENARIO_DIR, "agents"))
 
 
 @dataclass(frozen=True)
@@ -117,6 +114,13 @@ def last_turn(records: list[dict[str, Any]]) -> Turn:
 
 
 _INJECTED = re.compile(r"^\s*<")
+
+
+def content_texts(content: Any) -> list[str]:
+    """The text parts of an OpenAI-style message content: one string, or a list of parts."""
+    if isinstance(content, str):
+        return [content]
+    return [c.get("text", "") for c in content or [] if isinstance(c, dict)]
 
 
 def typed_text(texts: list[str]) -> str:
