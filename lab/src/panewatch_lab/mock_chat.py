@@ -19,20 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch_lab.agent_scenario import AgentScenario, AgentStep, load_agent_scenario, typed_text
+from panewatch_lab.agent_scenario import AgentScenario, AgentStep, content_texts, load_agent_scenario, typed_text
 from panewatch_lab.mock_http import TurnLog, log_unknown, mock_app, read_json, until_end
 
 
 def read_messages(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            texts = (
-                [content]
-                if isinstance(content, str)
-                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
-            )
-            text = typed_text(texts)
+            text = typed_text(content_texts(message.get("content")))
             if text:  # Aider appends its edit-format reminder after a blank line
                 return text.split("\n\n")[0]
     return ""

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from panewatch_lab.agent_scenario import (
     AgentScenario,
     AgentStep,
+    content_texts,
     load_agent_scenario,
     schema_value,
     typed_text,
@@ -44,13 +45,7 @@ def read_input(body: dict[str, Any]) -> tuple[str, str, str]:
     task = ""
     for item in reversed(items):
         if item.get("type", "message") == "message" and item.get("role") == "user":
-            content = item.get("content")
-            texts = (
-                [content]
-                if isinstance(content, str)
-                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
-            )
-            task = typed_text(texts)
+            task = typed_text(content_texts(item.get("content")))
             if task and not task.lstrip().startswith("<"):
                 break
     return task, after, result
