@@ -14,25 +14,18 @@ so the whole agent runs offline on loopback. Two settings make that work (notes/
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+
+from panewatch_lab.claude_env import find_npm_bin
 
 PACKAGE = "@zed-industries/claude-agent-acp"
 #: The adapter version the lab and its notes were made with (it bundles Claude Code 2.1.83).
 PINNED_VERSION = "0.23.1"
-#: Where ``npm install --prefix .lab-npm <package>@<pinned>`` (as ``.ci/run`` does) puts it.
-NPM_BIN = Path(".lab-npm/node_modules/.bin/claude-agent-acp")
 
 
 def find_adapter() -> str | None:
     """``$PANEWATCH_CLAUDE_ACP_BIN``, then ``.lab-npm`` in the working directory, then ``PATH``."""
-    explicit = os.environ.get("PANEWATCH_CLAUDE_ACP_BIN")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    local = Path.cwd() / NPM_BIN
-    if local.exists() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which("claude-agent-acp")
+    return find_npm_bin("PANEWATCH_CLAUDE_ACP_BIN", "claude-agent-acp")
 
 
 def adapter_env(home: str | os.PathLike[str], base_url: str, api_key: str) -> dict[str, str]:

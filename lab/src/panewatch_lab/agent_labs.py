@@ -22,6 +22,20 @@ from panewatch_lab import aider_env, codex_env, gemini_env, mock_chat, mock_code
 REPO = Path(__file__).resolve().parents[3]
 
 
+def npm_install_command(package: str, version: str, prefix: Path) -> list[str]:
+    """``npm install`` of one pinned (or ``latest``) package into a prefix of its own, quietly."""
+    return [
+        "npm",
+        "install",
+        "--prefix",
+        str(prefix),
+        "--no-fund",
+        "--no-audit",
+        "--loglevel=error",
+        f"{package}@{version}",
+    ]
+
+
 @dataclass(frozen=True)
 class AgentLab:
     agent: str
@@ -67,16 +81,7 @@ class AgentLab:
 
     def install_command(self, version: str, prefix: Path) -> list[str]:
         if self.kind == "npm":
-            return [
-                "npm",
-                "install",
-                "--prefix",
-                str(prefix),
-                "--no-fund",
-                "--no-audit",
-                "--loglevel=error",
-                f"{self.package}@{version}",
-            ]
+            return npm_install_command(self.package, version, prefix)
         return [
             str(prefix / "bin" / "pip"),
             "install",

@@ -13,17 +13,14 @@ the live tests compare the screen against.
 
 from __future__ import annotations
 
-import itertools
-import json
 import re
-import threading
-import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from panewatch_lab.bundled import load_toml
 
 SCENARIO_DIR = Path(__file__).with_name("scenarios")
 
@@ -83,40 +80,7 @@ class AgentScenario(BaseModel):
 
 def load_agent_scenario(ref: str | Path | None = None) -> AgentScenario:
     """A scenario from a path, or by bare name from ``lab/scenarios/`` (default ``agents``)."""
-    path = Path(ref or "agents")
-    if not path.exists():
-        path = SCENARIO_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
-    with path.open("rb") as fh:
-        return AgentScenario.model_validate(tomllib.load(fh))
-
-
-class TurnLog:
-    """Append-only JSON-lines log of requests and replies, shared by concurrent requests."""
-
-    def __init__(self, path: str | Path | None = None, bodies: bool = False) -> None:
-        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None  # noqa: SIM115 -- lives with the log, closed by close()
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self.bodies = bodies
-        self.records: list[dict[str, Any]] = []
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def write(self, event: str, **fields: Any) -> None:
-        record = {"mono": time.monotonic(), "wall": time.time(), "event": event, **fields}
-        with self._lock:
-            self.records.append(record)
-            if self._fh is not None:
-                self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.records)
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
+    return AgentScenario.model_validate(load_toml(ref, SCENARIO_DIR, "agents"))
 
 
 @dataclass(frozen=True)
@@ -150,6 +114,13 @@ def last_turn(records: list[dict[str, Any]]) -> Turn:
 
 
 _INJECTED = re.compile(r"^\s*<")
+
+
+def content_texts(content: Any) -> list[str]:
+    """The text parts of an OpenAI-style message content: one string, or a list of parts."""
+    if isinstance(content, str):
+        return [content]
+    return [c.get("text", "") for c in content or [] if isinstance(c, dict)]
 
 
 def typed_text(texts: list[str]) -> str:

@@ -575,16 +575,22 @@ def _replay_once(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _replay_runs(
+    opts: argparse.Namespace, what: str, panes: int, runs: Sequence[tuple[str, str]], extra: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The driver alone first (the baseline each row's CPU is read against), then each
+    (backend, mode) of ``runs``: ``panes`` replayed panes, one process each."""
+    rows = [_replay_once(opts, panes, "pyte", "change", driver_only=True)]
+    for backend, mode in runs:
+        rows.append(_replay_once(opts, panes, backend, mode, driver_only=False, extra=extra))
+        print(f"  {what} {panes} panes {backend} {mode}: done", file=sys.stderr, flush=True)
+    return rows
+
+
 def scenario_replay(opts: argparse.Namespace, backend_list: list[str]) -> list[dict[str, Any]]:
     """Each size: the driver alone (baseline), then every backend in every mode, one process each."""
-    rows = []
-    for n in opts.replay_sizes:
-        rows.append(_replay_once(opts, n, "pyte", "change", driver_only=True))
-        for backend in backend_list:
-            for mode in opts.replay_modes:
-                rows.append(_replay_once(opts, n, backend, mode, driver_only=False))
-                print(f"  replay {n} panes {backend} {mode}: done", file=sys.stderr, flush=True)
-    return rows
+    runs = [(backend, mode) for backend in backend_list for mode in opts.replay_modes]
+    return [row for n in opts.replay_sizes for row in _replay_runs(opts, "replay", n, runs)]
 
 
 def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
@@ -631,12 +637,9 @@ def print_replay(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:
 def scenario_dashboards(opts: argparse.Namespace, backend_list: list[str]) -> list[dict[str, Any]]:
     """The replay with the HTTP app on and WebSocket dashboards watching screens (change mode,
     the default); the driver alone first, as in the replay."""
-    n, extra = opts.dash_panes, ["--dashboards", str(opts.dashboards), "--watch", str(opts.dash_watch)]
-    rows = [_replay_once(opts, n, "pyte", "change", driver_only=True)]
-    for backend in backend_list:
-        rows.append(_replay_once(opts, n, backend, "change", driver_only=False, extra=extra))
-        print(f"  dashboards {n} panes {backend}: done", file=sys.stderr, flush=True)
-    return rows
+    extra = ["--dashboards", str(opts.dashboards), "--watch", str(opts.dash_watch)]
+    runs = [(backend, "change") for backend in backend_list]
+    return _replay_runs(opts, "dashboards", opts.dash_panes, runs, extra)
 
 
 def print_dashboards(rows: list[dict[str, Any]], opts: argparse.Namespace) -> None:

@@ -23,8 +23,7 @@ from pathlib import Path
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch_lab.capture import replay
 from panewatch_lab.capture_plan import load_plan
-
-DEFAULT_SIZES = [(32, 120), (24, 80), (50, 160)]
+from panewatch_lab.cli import DEFAULT_SIZES, parse_sizes
 
 
 @dataclass(frozen=True)
@@ -41,28 +40,14 @@ class Row:
         return self.got != self.expected
 
 
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    return [(int(r), int(c)) for r, _, c in (part.strip().partition("x") for part in text.split(","))]
-
-
 def install(agent: str, version: str, prefix: Path) -> str:
     """The CLI of ``version`` (``latest`` allowed) installed into ``prefix``."""
     if agent == "claude":
         import subprocess
 
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(prefix),
-                "--no-fund",
-                "--no-audit",
-                "--loglevel=error",
-                f"@anthropic-ai/claude-code@{version}",
-            ],
-            check=True,
-        )
+        from panewatch_lab.agent_labs import npm_install_command
+
+        subprocess.run(npm_install_command("@anthropic-ai/claude-code", version, prefix), check=True)
         return str(prefix / "node_modules" / ".bin" / "claude")
     from panewatch_lab.agent_labs import get_lab
 
@@ -134,7 +119,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab canary") 
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--agent", required=True, choices=["claude", "codex", "gemini", "aider"])
     p.add_argument("--version", default="latest", help="the CLI version to check (default latest)")
-    p.add_argument("--sizes", type=parse_sizes, default=DEFAULT_SIZES)
+    p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES))
     p.add_argument("--prefix", help="install here instead of a scratch folder (kept)")
     p.add_argument("--bin", help="use this CLI instead of installing one")
     p.add_argument("--jobs", type=int, default=2)

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from panewatch.screen import Screen
 from panewatch_lab.capture_plan import CapturePlan, CaptureSpec, MockTruth, Step
@@ -29,6 +31,15 @@ from panewatch_lab.pty_session import PtySession
 API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 #: How long the moment of capture may take to show what the label says once the steps ran.
 CUT_TIMEOUT = 5.0
+
+#: (turn state, answering step, mono time the reply ended) of the last main request in a mock's log.
+TurnOf = Callable[[Sequence[dict[str, Any]]], tuple[str, str | None, float | None]]
+
+
+class Witness(Protocol):
+    """A running mock whose log is the second witness (``MockServer``, ``LoopbackServer``)."""
+
+    def records(self) -> list[dict[str, Any]]: ...
 
 
 class CaptureRefused(Exception):
@@ -75,9 +86,11 @@ def mock_turn(records: Sequence[dict[str, Any]]) -> tuple[str, str | None, float
     return ("tool" if reply.get("stop_reason") == "tool_use" else "done"), step, reply["mono"]
 
 
-def check_mock(truth: MockTruth, records: Sequence[dict[str, Any]], now: float) -> list[str]:
+def check_mock(
+    truth: MockTruth, records: Sequence[dict[str, Any]], now: float, turn_of: TurnOf = mock_turn
+) -> list[str]:
     """What the mock's log contradicts in the label (empty: it agrees)."""
-    turn, step, ended = mock_turn(records)
+    turn, step, ended = turn_of(records)
     problems = []
     if turn != truth.turn:
         problems.append(f"mock: the turn is {turn!r}, the label needs {truth.turn!r}")
@@ -108,35 +121,42 @@ def replay(data: bytes, rows: int, cols: int) -> Screen:
 
 
 # -- driving -------------------------------------------------------------------------------
-def _shows(pattern: str) -> Callable[[str], bool]:
+def shows(pattern: str) -> Callable[[str], bool]:
     rx = re.compile(pattern, re.MULTILINE)
     return lambda text: rx.search(text) is not None
 
 
-def _wait_mock(mock: MockServer, turn: str, timeout: float) -> bool:
+def _wait_mock(mock: Witness, turn: str, timeout: float, turn_of: TurnOf) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if mock_turn(mock.records())[0] == turn:
+        if turn_of(mock.records())[0] == turn:
             return True
         time.sleep(0.05)
     return False
 
 
-def run_step(session: PtySession, mock: MockServer, step: Step) -> None:
-    """Do one step or raise ``CaptureRefused`` saying which never happened."""
+def run_step(
+    session: PtySession,
+    mock: Witness,
+    step: Step,
+    send: Callable[[str], None] | None = None,
+    turn_of: TurnOf = mock_turn,
+) -> None:
+    """Do one step or raise ``CaptureRefused`` saying which never happened; ``send`` types a
+    step's text (default: one write)."""
     if step.send is not None:
-        session.send(step.send)
+        (send or session.send)(step.send)
     elif step.wait is not None:
-        if not session.wait_for(_shows(step.wait), step.timeout):
+        if not session.wait_for(shows(step.wait), step.timeout):
             raise CaptureRefused(f"never showed {step.wait!r} within {step.timeout}s", session.screen.lines())
     elif step.pause is not None:
         time.sleep(step.pause)
     elif step.wait_mock is not None:
-        if not _wait_mock(mock, step.wait_mock, step.timeout):
+        if not _wait_mock(mock, step.wait_mock, step.timeout, turn_of):
             raise CaptureRefused(f"the mock never reached turn {step.wait_mock!r}", session.screen.lines())
     elif step.key is not None:
         assert step.gone is not None
-        shown = _shows(step.gone)
+        shown = shows(step.gone)
         if not session.wait_for(shown, step.timeout):
             raise CaptureRefused(f"never showed {step.gone!r} to answer", session.screen.lines())
         for _ in range(3):
@@ -147,14 +167,16 @@ def run_step(session: PtySession, mock: MockServer, step: Step) -> None:
         raise CaptureRefused(f"key {step.key!r} never took: {step.gone!r} stayed", session.screen.lines())
 
 
-def cut(session: PtySession, mock: MockServer, spec: CaptureSpec, timeout: float = CUT_TIMEOUT) -> bytes:
+def cut(
+    session: PtySession, mock: Witness, spec: CaptureSpec, timeout: float = CUT_TIMEOUT, turn_of: TurnOf = mock_turn
+) -> bytes:
     """The output bytes at the first moment both witnesses agree with the label, re-checked
     on a replay of exactly those bytes; ``CaptureRefused`` if that moment never comes."""
     deadline = time.monotonic() + timeout
     while True:
         data, lines, mid_frame = session.snapshot()
         problems = ["the screen is mid-frame"] if mid_frame else []
-        problems += check_screen(spec, lines) + check_mock(spec.mock, mock.records(), time.monotonic())
+        problems += check_screen(spec, lines) + check_mock(spec.mock, mock.records(), time.monotonic(), turn_of)
         if session.exit_status is not None:
             problems.append(f"the CLI exited with {session.exit_status}")
         if not problems:
@@ -174,27 +196,40 @@ def capture_one(
 ) -> Captured:
     """One capture in a fresh HOME, PTY and mock; ``CaptureRefused`` if its label does not hold."""
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix=f"panewatch-capture-{spec.kind}-"))
-    try:
+    with scratch(f"panewatch-capture-{spec.kind}-", spec) as work:
         project = work / "project"
-        project.mkdir()
-        for name, content in spec.files.items():
-            (project / name).write_text(content)
         with MockServer(plan.scenario) as mock:
             env = prepare_home(
                 work / "home", project, API_KEY, mock.url, trusted=spec.trusted, key_approved=spec.key_approved
             )
             argv = [binary, "--permission-mode", spec.mode]
             with PtySession(argv, env=env, cwd=str(project), rows=rows, cols=cols) as session:
-                ready = spec.ready or plan.ready
-                if not session.wait_for(_shows(ready), 30):
-                    raise CaptureRefused(f"the CLI never got ready ({ready!r})", session.screen.lines())
+                wait_ready(session, spec.ready or plan.ready, 30)
                 for step in spec.steps:
                     run_step(session, mock, step)
                 data = cut(session, mock, spec, cut_timeout)
         return Captured(spec, rows, cols, data, time.monotonic() - started)
+
+
+@contextmanager
+def scratch(prefix: str, spec: CaptureSpec) -> Iterator[Path]:
+    """A fresh folder for one capture (``home`` is the CLI's, ``project`` holds the spec's
+    files), removed afterwards: no capture sees another's config or files."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        project = work / "project"
+        project.mkdir()
+        for name, content in spec.files.items():
+            (project / name).write_text(content)
+        yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def wait_ready(session: PtySession, ready: str, timeout: float) -> None:
+    """Wait until the CLI shows ``ready`` (its prompt, or the dialog a start-up condition brings)."""
+    if not session.wait_for(shows(ready), timeout):
+        raise CaptureRefused(f"the CLI never got ready ({ready!r})", session.screen.lines())
 
 
 @dataclass(frozen=True)
@@ -215,12 +250,27 @@ def capture_all(
     report: Callable[[Captured | Failure, int], None] | None = None,
 ) -> tuple[list[Captured], list[Failure]]:
     """Every spec at every size, ``jobs`` at a time; each gets ``attempts`` tries."""
+    return capture_each(
+        lambda spec, rows, cols: capture_one(plan, spec, binary, rows, cols), sizes, specs, jobs, attempts, report
+    )
+
+
+def capture_each(
+    capture: Callable[[CaptureSpec, int, int], Captured],
+    sizes: Sequence[tuple[int, int]],
+    specs: Sequence[CaptureSpec],
+    jobs: int,
+    attempts: int,
+    report: Callable[[Captured | Failure, int], None] | None = None,
+) -> tuple[list[Captured], list[Failure]]:
+    """``capture`` (spec, rows, cols) for every spec at every size, ``jobs`` at a time, with
+    ``attempts`` tries each: (the captures taken, the ones refused every time)."""
 
     def one(spec: CaptureSpec, rows: int, cols: int) -> Captured | Failure:
         error = CaptureRefused("not tried")
         for attempt in range(1, attempts + 1):
             try:
-                result: Captured | Failure = capture_one(plan, spec, binary, rows, cols)
+                result: Captured | Failure = capture(spec, rows, cols)
             except CaptureRefused as exc:
                 error = exc
                 result = Failure(spec, rows, cols, exc)
@@ -234,3 +284,43 @@ def capture_all(
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         results = list(pool.map(lambda w: one(*w), work))
     return ([r for r in results if isinstance(r, Captured)], [r for r in results if isinstance(r, Failure)])
+
+
+# -- the commands' side --------------------------------------------------------------------
+def print_try(result: Captured | Failure, attempt: int) -> None:
+    """One line on stderr per try, as it ends (a ``report`` for ``capture_all``)."""
+    size = f"{result.rows}x{result.cols}"
+    if isinstance(result, Captured):
+        print(
+            f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>7} B  {result.seconds:4.1f} s",
+            file=sys.stderr,
+        )
+    else:
+        print(f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}", file=sys.stderr)
+
+
+def file_captures(
+    out: Path, agent: str, version: str, how: str, done: Sequence[Captured], failed: Sequence[Failure], only: bool
+) -> int:
+    """Write what was captured into the fixture folder ``out`` (its truth.toml replaced whole
+    unless ``only`` some kinds were asked for or some were refused), show each refusal with
+    its screen; the command's exit code."""
+    from panewatch.fixtures import FixtureTruth
+    from panewatch_lab.fixture_writer import write_folder
+
+    files = [
+        (
+            FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind, note=c.spec.note),
+            c.data,
+        )
+        for c in done
+    ]
+    if files:
+        truth = write_folder(out, agent, version, how, files, replace_all=not only and not failed)
+        print(f"wrote {len(files)} capture(s); {out / 'truth.toml'} lists {len(truth.fixture)}")
+    for f in failed:
+        print(
+            f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n"
+            + "\n".join(f"    │{line}" for line in f.error.screen)
+        )
+    return 1 if failed else 0

@@ -10,13 +10,13 @@ classifier whose rules the captures are meant to test.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from panewatch.manifest import State
+from panewatch_lab.bundled import load_toml
 
 PLAN_DIR = Path(__file__).with_name("captures")
 
@@ -150,8 +150,4 @@ class CapturePlan(BaseModel):
 
 def load_plan(ref: str | Path | None = None) -> CapturePlan:
     """A plan from a path, or by bare name from ``panewatch_lab/captures/`` (default ``claude``)."""
-    path = Path(ref or "claude")
-    if not path.exists():
-        path = PLAN_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
-    with path.open("rb") as fh:
-        return CapturePlan.model_validate(tomllib.load(fh))
+    return CapturePlan.model_validate(load_toml(ref, PLAN_DIR, "claude"))

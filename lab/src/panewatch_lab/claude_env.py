@@ -17,20 +17,26 @@ from pathlib import Path
 
 #: The version the lab's notes and captures were made with.
 PINNED_VERSION = "2.1.332"
-#: Where ``npm install --prefix .lab-npm @anthropic-ai/claude-code@<pinned>`` (run in a
-#: checkout, as ``.ci/run`` does) puts it, relative to the working directory.
-NPM_BIN = Path(".lab-npm/node_modules/.bin/claude")
+#: Where ``npm install --prefix .lab-npm <package>@<pinned>`` (run in a checkout, as
+#: ``.ci/run`` does) puts the lab's npm CLIs, relative to the working directory.
+NPM_BIN_DIR = Path(".lab-npm/node_modules/.bin")
+
+
+def find_npm_bin(env_var: str, name: str) -> str | None:
+    """An npm CLI of the lab: ``$env_var`` (if executable), then ``.lab-npm`` in the working
+    directory, then ``PATH``."""
+    explicit = os.environ.get(env_var)
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    local = Path.cwd() / NPM_BIN_DIR / name
+    if local.exists() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
 
 
 def find_claude() -> str | None:
     """The CLI to run: ``$PANEWATCH_CLAUDE_BIN``, then ``.lab-npm`` in the working directory, then ``PATH``."""
-    explicit = os.environ.get("PANEWATCH_CLAUDE_BIN")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    local = Path.cwd() / NPM_BIN
-    if local.exists() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which("claude")
+    return find_npm_bin("PANEWATCH_CLAUDE_BIN", "claude")
 
 
 def claude_version(binary: str) -> str | None:

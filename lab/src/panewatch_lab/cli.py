@@ -76,11 +76,10 @@ def capture_parser() -> argparse.ArgumentParser:
 
 
 def cmd_capture(argv: list[str]) -> int:
-    from panewatch.fixtures import FixtureTruth, default_root
-    from panewatch_lab.capture import Captured, Failure, capture_all
+    from panewatch.fixtures import default_root
+    from panewatch_lab.capture import capture_all, file_captures, print_try
     from panewatch_lab.capture_plan import load_plan
     from panewatch_lab.claude_env import PINNED_VERSION, claude_version, find_claude
-    from panewatch_lab.fixture_writer import write_folder
 
     args = capture_parser().parse_args(argv)
     plan = load_plan(args.plan)
@@ -121,39 +120,14 @@ def cmd_capture(argv: list[str]) -> int:
         f"plan {args.plan}, sizes {sizes})"
     )
 
-    def report(result: Captured | Failure, attempt: int) -> None:
-        size = f"{result.rows}x{result.cols}"
-        if isinstance(result, Captured):
-            print(
-                f"  ok       {result.spec.name:<26} {size:>7}  {len(result.data):>7} B  {result.seconds:4.1f} s",
-                file=sys.stderr,
-            )
-        else:
-            print(
-                f"  refused  {result.spec.name:<26} {size:>7}  (try {attempt}) {result.error.reason}", file=sys.stderr
-            )
-
     print(
         f"capturing {len(specs)} kind(s) x {len(args.sizes)} size(s) from {binary} ({version}) into {out}",
         file=sys.stderr,
     )
-    done, failed = capture_all(plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts, report=report)
-    files = [
-        (
-            FixtureTruth(file=c.file, state=c.spec.state, rows=c.rows, cols=c.cols, kind=c.spec.kind, note=c.spec.note),
-            c.data,
-        )
-        for c in done
-    ]
-    if files:
-        truth = write_folder(out, plan.agent, version, how, files, replace_all=not args.only and not failed)
-        print(f"wrote {len(files)} capture(s); {out / 'truth.toml'} lists {len(truth.fixture)}")
-    for f in failed:
-        print(
-            f"REFUSED {f.spec.name} {f.rows}x{f.cols}: {f.error.reason}\n"
-            + "\n".join(f"    │{line}" for line in f.error.screen)
-        )
-    return 1 if failed else 0
+    done, failed = capture_all(
+        plan, binary, args.sizes, specs, jobs=args.jobs, attempts=args.attempts, report=print_try
+    )
+    return file_captures(out, plan.agent, version, how, done, failed, only=bool(args.only))
 
 
 def cmd_evaluate(argv: list[str]) -> int:

@@ -106,6 +106,13 @@ class ServiceHarness:
         self.close()
 
 
+def _record_state(recorder: Recorder, t: float, session: str, state: dict[str, Any], **extra: Any) -> None:
+    """A session's state as the service announced it (in the snapshot or as a change): one record shape."""
+    recorder.add(
+        "service", t, session=session, v=state["state"], source=state.get("source"), rule=state.get("rule"), **extra
+    )
+
+
 async def watch_states(harness: ServiceHarness, recorder: Recorder, ready: asyncio.Event) -> None:
     """Record every state the service announces on ``/ws/state``, timed on arrival."""
     headers = {"Authorization": f"Bearer {harness.token}"}
@@ -117,25 +124,8 @@ async def watch_states(harness: ServiceHarness, recorder: Recorder, ready: async
             if kind == "snapshot":
                 ready.set()
                 for s in event.get("sessions", []):
-                    recorder.add(
-                        "service",
-                        t,
-                        session=s["id"],
-                        v=s["state"],
-                        source=s.get("source"),
-                        rule=s.get("rule"),
-                        snapshot=True,
-                    )
+                    _record_state(recorder, t, s["id"], s, snapshot=True)
             elif kind == "state":
-                recorder.add(
-                    "service",
-                    t,
-                    session=event["session"],
-                    v=event["state"],
-                    source=event.get("source"),
-                    rule=event.get("rule"),
-                    why=event.get("why"),
-                    at=event.get("at"),
-                )
+                _record_state(recorder, t, event["session"], event, why=event.get("why"), at=event.get("at"))
             elif kind == "notification":
                 recorder.add("notification", t, session=event.get("session"), state=event.get("state"))

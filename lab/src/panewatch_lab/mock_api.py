@@ -13,13 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
-import threading
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,35 +24,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from panewatch_lab import stream
+from panewatch_lab.mock_http import TurnLog, read_json, until_end
 from panewatch_lab.scenario import Conversation, Scenario, choose, load_scenario, read_conversation
 
 #: Models ``GET /v1/models`` lists (the CLI's model picker may ask).
 MODELS = ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5"]
-
-
-class RequestLog:
-    """Append-only JSON-lines log shared by concurrent requests."""
-
-    def __init__(self, path: str | Path | None, bodies: bool = False) -> None:
-        self._fh: TextIO | None = Path(path).open("a", buffering=1) if path else None  # noqa: SIM115 -- lives with the log, closed by close()
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self.bodies = bodies
-        self.records: list[dict[str, Any]] = []
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def write(self, event: str, **fields: Any) -> None:
-        record = {"mono": time.monotonic(), "wall": time.time(), "event": event, **fields}
-        with self._lock:
-            self.records.append(record)
-            if self._fh is not None:
-                self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -78,14 +51,7 @@ def build_app(
 ) -> Starlette:
     """The ASGI app; ``scenario`` is a Scenario, a path or a bundled name (default ``basic``)."""
     scen = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    log = RequestLog(log_path, bodies=log_bodies)
-
-    async def read_json(request: Request) -> dict[str, Any] | None:
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            return None
-        return body if isinstance(body, dict) else None
+    log = TurnLog(log_path, bodies=log_bodies)
 
     def log_request(rid: int, request: Request, body: Any, **extra: Any) -> None:
         fields: dict[str, Any] = {
@@ -137,30 +103,26 @@ def build_app(
             return JSONResponse(reply)
 
         async def sse() -> AsyncIterator[bytes]:
-            status = "complete"
-            try:
-                for event in stream.events(reply, pacing):
-                    if event.delay > 0:
-                        await asyncio.sleep(event.delay)
-                    if event.name == "content_block_start" and event.data["index"] == 0:
-                        log.write("first_token", id=rid, step=step.id)
-                    yield event.encode()
-            except (asyncio.CancelledError, GeneratorExit):
-                status = "cancelled"  # the CLI hung up, e.g. the user pressed Esc
-                raise
-            finally:
-                log.write(
-                    "reply",
-                    id=rid,
-                    step=step.id,
-                    stream=True,
-                    status=status,
-                    stop_reason=reply["stop_reason"],
-                    content=reply["content"],
-                )
+            for event in stream.events(reply, pacing):
+                if event.delay > 0:
+                    await asyncio.sleep(event.delay)
+                if event.name == "content_block_start" and event.data["index"] == 0:
+                    log.write("first_token", id=rid, step=step.id)
+                yield event.encode()
+
+        def ended(status: str) -> None:
+            log.write(
+                "reply",
+                id=rid,
+                step=step.id,
+                stream=True,
+                status=status,
+                stop_reason=reply["stop_reason"],
+                content=reply["content"],
+            )
 
         return StreamingResponse(
-            sse(),
+            until_end(sse(), ended),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "request-id": f"req_mock_{rid}"},
         )

@@ -19,19 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from panewatch_lab.agent_scenario import AgentScenario, AgentStep, TurnLog, load_agent_scenario, typed_text
+from panewatch_lab.agent_scenario import AgentScenario, AgentStep, content_texts, load_agent_scenario, typed_text
+from panewatch_lab.mock_http import TurnLog, log_unknown, mock_app, read_json, until_end
 
 
 def read_messages(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            texts = (
-                [content]
-                if isinstance(content, str)
-                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
-            )
-            text = typed_text(texts)
+            text = typed_text(content_texts(message.get("content")))
             if text:  # Aider appends its edit-format reminder after a blank line
                 return text.split("\n\n")[0]
     return ""
@@ -65,11 +60,8 @@ def build_app(
 
     async def completions(request: Request) -> Response:
         rid = log.next_id()
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = await read_json(request)
+        if body is None:
             log.write("request", id=rid, path=request.url.path, kind="bad")
             return JSONResponse({"error": {"message": "body must be a JSON object"}}, status_code=400)
         model = str(body.get("model") or "mock")
@@ -105,38 +97,31 @@ def build_app(
             )
 
         async def sse() -> AsyncIterator[bytes]:
-            status = "complete"
-            try:
-                await asyncio.sleep(step.ttft)
-                log.write("first_token", id=rid, step=step.id)
-                yield _chunk(rid, model, {"role": "assistant", "content": ""})
-                size = step.chunk_chars
-                for i in range(0, len(text), size):
-                    yield _chunk(rid, model, {"content": text[i : i + size]})
-                    await asyncio.sleep(step.chunk_delay)
-                yield _chunk(rid, model, {}, "stop")
-                yield b"data: [DONE]\n\n"
-            except (asyncio.CancelledError, GeneratorExit):
-                status = "cancelled"
-                raise
-            finally:
-                log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+            await asyncio.sleep(step.ttft)
+            log.write("first_token", id=rid, step=step.id)
+            yield _chunk(rid, model, {"role": "assistant", "content": ""})
+            size = step.chunk_chars
+            for i in range(0, len(text), size):
+                yield _chunk(rid, model, {"content": text[i : i + size]})
+                await asyncio.sleep(step.chunk_delay)
+            yield _chunk(rid, model, {}, "stop")
+            yield b"data: [DONE]\n\n"
 
-        return StreamingResponse(sse(), media_type="text/event-stream")
+        def ended(status: str) -> None:
+            log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+
+        return StreamingResponse(until_end(sse(), ended), media_type="text/event-stream")
 
     async def models(request: Request) -> Response:
         log.write("request", id=log.next_id(), path=request.url.path, kind="models")
         return JSONResponse({"object": "list", "data": [{"id": "mock-coder", "object": "model"}]})
 
     async def unknown(request: Request) -> Response:
-        log.write("request", id=log.next_id(), path=request.url.path, method=request.method, kind="unknown")
+        log_unknown(log, request)
         return JSONResponse({"error": {"message": f"mock: no route for {request.url.path}"}}, status_code=404)
 
     routes = [
         Route("/v1/chat/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
-    app = Starlette(routes=routes)
-    app.state.log = log
-    return app
+    return mock_app(log, routes, unknown)

@@ -26,11 +26,12 @@ from starlette.routing import Route
 from panewatch_lab.agent_scenario import (
     AgentScenario,
     AgentStep,
-    TurnLog,
+    content_texts,
     load_agent_scenario,
     schema_value,
     typed_text,
 )
+from panewatch_lab.mock_http import TurnLog, log_unknown, mock_app, read_json, until_end
 
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
@@ -44,13 +45,7 @@ def read_input(body: dict[str, Any]) -> tuple[str, str, str]:
     task = ""
     for item in reversed(items):
         if item.get("type", "message") == "message" and item.get("role") == "user":
-            content = item.get("content")
-            texts = (
-                [content]
-                if isinstance(content, str)
-                else [c.get("text", "") for c in content or [] if isinstance(c, dict)]
-            )
-            task = typed_text(texts)
+            task = typed_text(content_texts(item.get("content")))
             if task and not task.lstrip().startswith("<"):
                 break
     return task, after, result
@@ -107,11 +102,8 @@ def build_app(
 
     async def responses(request: Request) -> Response:
         rid = log.next_id()
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = await read_json(request)
+        if body is None:
             log.write("request", id=rid, path=request.url.path, kind="bad")
             return JSONResponse({"error": {"message": "body must be a JSON object"}}, status_code=400)
         extra = {"body": body} if log.bodies else {}
@@ -141,50 +133,46 @@ def build_app(
             )
 
         async def sse() -> AsyncIterator[bytes]:
-            status = "complete"
-            try:
-                yield _sse("response.created", response={"id": resp_id, "status": "in_progress"})
-                await asyncio.sleep(step.ttft)
-                if kind == "main":
-                    log.write("first_token", id=rid, step=step.id)
-                index = 0
-                chunks = step.chunks()
-                if chunks:
-                    item_id = f"msg_{rid}"
+            yield _sse("response.created", response={"id": resp_id, "status": "in_progress"})
+            await asyncio.sleep(step.ttft)
+            if kind == "main":
+                log.write("first_token", id=rid, step=step.id)
+            index = 0
+            chunks = step.chunks()
+            if chunks:
+                item_id = f"msg_{rid}"
+                yield _sse(
+                    "response.output_item.added",
+                    output_index=0,
+                    item={"type": "message", "id": item_id, "role": "assistant", "content": []},
+                )
+                for text in chunks:
                     yield _sse(
-                        "response.output_item.added",
-                        output_index=0,
-                        item={"type": "message", "id": item_id, "role": "assistant", "content": []},
+                        "response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=text
                     )
-                    for text in chunks:
-                        yield _sse(
-                            "response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=text
-                        )
-                        await asyncio.sleep(step.chunk_delay)
-                    yield _sse(
-                        "response.output_item.done",
-                        output_index=0,
-                        item={
-                            "type": "message",
-                            "id": item_id,
-                            "role": "assistant",
-                            "content": [{"type": "output_text", "text": step.text, "annotations": []}],
-                        },
-                    )
-                    index = 1
-                if step.shell:
-                    item = tool_item(step, body, f"call_{next(calls)}")
-                    yield _sse("response.output_item.added", output_index=index, item=item)
-                    yield _sse("response.output_item.done", output_index=index, item=item)
-                yield _sse("response.completed", response={"id": resp_id, "status": "completed", "usage": _USAGE})
-            except (asyncio.CancelledError, GeneratorExit):
-                status = "cancelled"
-                raise
-            finally:
-                if kind == "main":
-                    log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+                    await asyncio.sleep(step.chunk_delay)
+                yield _sse(
+                    "response.output_item.done",
+                    output_index=0,
+                    item={
+                        "type": "message",
+                        "id": item_id,
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": step.text, "annotations": []}],
+                    },
+                )
+                index = 1
+            if step.shell:
+                item = tool_item(step, body, f"call_{next(calls)}")
+                yield _sse("response.output_item.added", output_index=index, item=item)
+                yield _sse("response.output_item.done", output_index=index, item=item)
+            yield _sse("response.completed", response={"id": resp_id, "status": "completed", "usage": _USAGE})
 
-        return StreamingResponse(sse(), media_type="text/event-stream")
+        def ended(status: str) -> None:
+            log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+
+        events = until_end(sse(), ended) if kind == "main" else sse()
+        return StreamingResponse(events, media_type="text/event-stream")
 
     async def models(request: Request) -> Response:
         log.write("request", id=log.next_id(), path=request.url.path, kind="models")
@@ -192,21 +180,11 @@ def build_app(
 
     async def unknown(request: Request) -> Response:
         raw = await request.body()
-        log.write(
-            "request",
-            id=log.next_id(),
-            path=request.url.path,
-            method=request.method,
-            kind="unknown",
-            body=raw[:500].decode(errors="replace"),
-        )
+        log_unknown(log, request, body=raw[:500].decode(errors="replace"))
         return JSONResponse({"error": {"message": f"mock: no route for {request.url.path}"}}, status_code=404)
 
     routes = [
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
-    app = Starlette(routes=routes)
-    app.state.log = log
-    return app
+    return mock_app(log, routes, unknown)

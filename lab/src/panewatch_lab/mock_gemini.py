@@ -22,11 +22,11 @@ from starlette.routing import Route
 from panewatch_lab.agent_scenario import (
     AgentScenario,
     AgentStep,
-    TurnLog,
     load_agent_scenario,
     schema_value,
     typed_text,
 )
+from panewatch_lab.mock_http import TurnLog, log_unknown, mock_app, read_json, until_end
 
 
 def read_contents(body: dict[str, Any]) -> tuple[str, str, str]:
@@ -97,11 +97,8 @@ def build_app(
     async def model_call(request: Request) -> Response:
         rid = log.next_id()
         model, _, method = request.path_params["call"].partition(":")
-        try:
-            body = json.loads(await request.body() or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = await read_json(request)
+        if body is None:
             log.write("request", id=rid, path=request.url.path, kind="bad", bad_json=True)
             return JSONResponse({"error": {"code": 400, "message": "body must be a JSON object"}}, status_code=400)
         extra = {"body": body} if log.bodies else {}
@@ -140,31 +137,27 @@ def build_app(
         )
 
         async def sse() -> AsyncIterator[bytes]:
-            status = "complete"
-            try:
-                await asyncio.sleep(step.ttft)
-                log.write("first_token", id=rid, step=step.id)
-                chunks = step.chunks()
-                tool = step_parts(step)
-                for i, text in enumerate(chunks):
-                    yield _chunk([{"text": text}], model, finish=not tool and i == len(chunks) - 1)
-                    await asyncio.sleep(step.chunk_delay)
-                if tool or not chunks:
-                    yield _chunk(tool or [{"text": ""}], model, finish=True)
-            except (asyncio.CancelledError, GeneratorExit):
-                status = "cancelled"
-                raise
-            finally:
-                log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+            await asyncio.sleep(step.ttft)
+            log.write("first_token", id=rid, step=step.id)
+            chunks = step.chunks()
+            tool = step_parts(step)
+            for i, text in enumerate(chunks):
+                yield _chunk([{"text": text}], model, finish=not tool and i == len(chunks) - 1)
+                await asyncio.sleep(step.chunk_delay)
+            if tool or not chunks:
+                yield _chunk(tool or [{"text": ""}], model, finish=True)
 
-        return StreamingResponse(sse(), media_type="text/event-stream")
+        def ended(status: str) -> None:
+            log.write("reply", id=rid, step=step.id, status=status, stop_reason=step.stop_reason)
+
+        return StreamingResponse(until_end(sse(), ended), media_type="text/event-stream")
 
     async def models(request: Request) -> Response:
         log.write("request", id=log.next_id(), path=request.url.path, kind="models")
         return JSONResponse({"models": [{"name": "models/gemini-2.5-pro"}, {"name": "models/gemini-2.5-flash"}]})
 
     async def unknown(request: Request) -> Response:
-        log.write("request", id=log.next_id(), path=request.url.path, method=request.method, kind="unknown")
+        log_unknown(log, request)
         return JSONResponse(
             {"error": {"code": 404, "message": f"mock: no route for {request.url.path}"}}, status_code=404
         )
@@ -172,8 +165,5 @@ def build_app(
     routes = [
         Route("/{version}/models/{call}", model_call, methods=["POST"]),
         Route("/{version}/models", models, methods=["GET"]),
-        Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
-    app = Starlette(routes=routes)
-    app.state.log = log
-    return app
+    return mock_app(log, routes, unknown)

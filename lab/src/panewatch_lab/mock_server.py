@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from panewatch_lab.loopback import Loopback
-from panewatch_lab.mock_api import RequestLog, build_app
+from panewatch_lab.mock_api import build_app
+from panewatch_lab.mock_http import TurnLog
 from panewatch_lab.scenario import Scenario
 
 
@@ -33,13 +34,12 @@ class MockServer:
         return self._loopback.url
 
     @property
-    def log(self) -> RequestLog:
+    def log(self) -> TurnLog:
         return self.app.state.log
 
     def records(self) -> list[dict[str, Any]]:
         """A copy of every log record so far (request, first_token, reply)."""
-        with self.log._lock:
-            return list(self.log.records)
+        return self.log.snapshot()
 
     def start(self, timeout: float = 10.0) -> Self:
         self._loopback.start(self.app, timeout)
