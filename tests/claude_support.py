@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,24 +26,18 @@ NEEDS_CLAUDE = pytest.mark.skipif(
     f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
 )
 
+#: How the live tests start the mock API.
+MOCK_API = (sys.executable, "-m", "panewatch_lab.mock_api")
+
 
 @contextmanager
-def mock_api(scenario: str, log: Path) -> Iterator[str]:
+def mock_api(scenario: str, log: Path, program: Sequence[str] = MOCK_API) -> Iterator[str]:
     """The lab's mock API in a subprocess on a free loopback port, playing ``scenario`` and
-    logging every request to ``log`` (JSON lines); yields its URL once it accepts connections."""
+    logging every request to ``log`` (JSON lines); yields its URL once it accepts connections.
+    ``program`` starts it: its module by default, ``panewatch lab mock-api`` in the CLI's test."""
     port = free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "panewatch_lab.mock_api",
-            "--port",
-            str(port),
-            "--scenario",
-            scenario,
-            "--log",
-            str(log),
-        ],
+        [*program, "--port", str(port), "--scenario", scenario, "--log", str(log)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
