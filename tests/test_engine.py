@@ -29,6 +29,21 @@ async def idle_claude(engine: Engine) -> str:
     return sid
 
 
+def spinning_claude(engine: Engine, every: float) -> dict:
+    """A pane read with Claude's rules whose spinner line is redrawn every ``every`` s, forever."""
+    return engine.create(
+        SessionSpec(
+            agent="claude",
+            command=bash(
+                "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
+                f"i=$((i+1)); sleep {every}; done"
+            ),
+            rows=6,
+            cols=60,
+        )
+    )
+
+
 async def test_states_sources_and_events_through_a_turn(engine):
     tap = Tap(engine)
     s = engine.create(SessionSpec(agent="claude", command=bash(claude_like()), rows=12, cols=60))
@@ -228,17 +243,7 @@ async def test_change_driven_mode_classifies_soon_and_caps_a_never_pausing_spinn
     eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=700, mode="change", settle_ms=30, cap_ms=150)
     await eng.start()
     try:
-        spinner = eng.create(
-            SessionSpec(
-                agent="claude",
-                command=bash(
-                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-                    "i=$((i+1)); sleep 0.01; done"
-                ),
-                rows=6,
-                cols=60,
-            )
-        )
+        spinner = spinning_claude(eng, every=0.01)
         s = eng.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2)), rows=12, cols=60))
         await wait_state(eng, spinner["id"], "working", timeout=2)
         await wait_state(eng, s["id"], "blocked", timeout=3)
@@ -345,17 +350,7 @@ async def test_change_mode_reads_big_repaints_at_once_and_spinner_frames_at_the_
     )
     await eng.start()
     try:
-        spinner = eng.create(
-            SessionSpec(
-                agent="claude",
-                command=bash(
-                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-                    "i=$((i+1)); sleep 0.05; done"
-                ),
-                rows=6,
-                cols=60,
-            )
-        )
+        spinner = spinning_claude(eng, every=0.05)
         await wait_state(eng, spinner["id"], "working", timeout=8)
         before = eng.stats()["classifications"]
         await asyncio.sleep(2.0)  # ~40 frames of ~40 bytes
