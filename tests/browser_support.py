@@ -7,6 +7,7 @@ fixtures from it (a module defines its own ``server``).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,18 @@ def playwright_or_skip(timeout_ms: int = 10_000) -> ModuleType:
     sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
     sync_api.expect.set_options(timeout=timeout_ms)
     return sync_api
+
+
+@contextmanager
+def dashboard_server(name: str, log_dir: Path) -> Iterator[Server]:
+    """``panewatch serve`` for a module's browser tests, with a token of its own (``name-…``);
+    closed for good (its tmux server too) on the way out."""
+    srv = Server(f"{name}-{secrets.token_urlsafe(12)}", log_dir=log_dir)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
 
 
 @contextmanager

@@ -5,14 +5,13 @@ button per option, answered only after an inline confirmation, and "Cancel turn"
 from __future__ import annotations
 
 import re
-import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from browser_support import card_of, playwright_or_skip
+from browser_support import card_of, dashboard_server, playwright_or_skip
 from claude_support import API_KEY, mock_api
 from dashboard_support import ARTIFACTS, Server
 from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
@@ -24,10 +23,8 @@ AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server("acp-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
-    srv.start()
-    yield srv
-    srv.close()
+    with dashboard_server("acp", tmp_path_factory.mktemp("server-logs")) as srv:
+        yield srv
 
 
 def send(server: Server, sid: str, text: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import card_of, open_dashboard, playwright_or_skip
+from browser_support import card_of, dashboard_server, open_dashboard, playwright_or_skip
 from dashboard_support import (
     ARTIFACTS,
     Server,
@@ -32,10 +32,8 @@ expect = playwright_or_skip().expect
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server("dash-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
-    srv.start()
-    yield srv
-    srv.close()
+    with dashboard_server("dash", tmp_path_factory.mktemp("server-logs")) as srv:
+        yield srv
 
 
 # --- an agent's own desktop notification ------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from browser_support import card_of, open_dashboard, playwright_or_skip
+from browser_support import card_of, dashboard_server, open_dashboard, playwright_or_skip
 from dashboard_support import (
     ARTIFACTS,
     REPO,
@@ -37,10 +37,8 @@ CAPTURES = REPO / "fixtures" / "claude" / "2.1.332"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    srv = Server("term-" + secrets.token_urlsafe(12), log_dir=ARTIFACTS / "server-logs")
-    srv.start()
-    yield srv
-    srv.close()
+    with dashboard_server("term", ARTIFACTS / "server-logs") as srv:
+        yield srv
 
 
 def new_shell(server: Server, name: str, **extra) -> str:
