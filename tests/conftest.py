@@ -30,3 +30,29 @@ async def engine():
     await eng.start()
     yield eng
     await eng.stop()
+
+
+# --- the dashboard's browser tests (a module that asks for these defines its own ``server``) ----
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, headless, shared by a browser test module's tests (each opens its own
+    context)."""
+    from browser_support import chromium
+
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser, server):
+    """The dashboard of the module's ``server`` in a fresh context; afterwards its sessions are
+    deleted and the page must have logged no error."""
+    from browser_support import open_dashboard
+
+    context, page, errors = open_dashboard(browser, server)
+    yield page
+    context.close()
+    server.delete_all()
+    assert errors == [], f"errors in the page's console: {errors}"

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from panewatch.clock import ManualClock
 from panewatch.engine import Engine
 from panewatch.events import Event, Output
+from panewatch.hosts.memory import MemoryHandle, MemoryHost
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.procinfo import Program
+from panewatch.session import SessionSpec
 
 
 def bash(script: str) -> list[str]:
@@ -57,3 +64,45 @@ class Tap:
 
     def raw(self, sid: str) -> bytes:
         return bytes(self.bytes.get(sid, b""))
+
+
+# --- the engine on the in-memory host, with a hand-moved clock -----------------------------------
+
+
+class Rig:
+    """An engine whose agents the test plays through the memory host's handles, and whose time
+    moves only with ``clock.advance``; ``programs`` says which program a process group runs."""
+
+    def __init__(self, engine: Engine, host: MemoryHost, clock: ManualClock, programs: dict[int, Program]) -> None:
+        self.engine, self.host, self.clock, self.programs = engine, host, clock, programs
+
+    def create(self, agent: str | None = "claude", command: str = "agent", **kw) -> tuple[str, MemoryHandle]:
+        info = self.engine.create(SessionSpec(agent=agent, command=[command], rows=12, cols=60, **kw))
+        return info["id"], self.host.handles[info["id"]]
+
+    async def settle(self, seconds: float = 0.1) -> None:
+        """Let host callbacks run (one loop turn), then move the clock (sweeps run)."""
+        await asyncio.sleep(0)
+        self.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+
+@asynccontextmanager
+async def memory_rig(clock: ManualClock | None = None, **engine_options: Any) -> AsyncIterator[Rig]:
+    """A started engine with the bundled manifests on the memory host, stopped on the way out;
+    ``engine_options`` go to the engine (a notifier on the same ``clock``, a screen backend)."""
+    clock, host, programs = clock or ManualClock(), MemoryHost(), {}
+    engine = Engine(
+        ManifestStore.from_dirs(bundled_manifest_dir()),
+        host=host,
+        clock=clock,
+        wall=clock.time,
+        sweep_ms=100,
+        programs=programs.get,
+        **engine_options,
+    )
+    await engine.start()
+    try:
+        yield Rig(engine, host, clock, programs)
+    finally:
+        await engine.stop()

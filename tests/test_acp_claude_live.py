@@ -5,7 +5,6 @@ a second prompt, and a cancel that ends idle with ``cancelled``."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -15,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from live import live_server, next_event, wait_listening
+from claude_support import API_KEY, mock_api
+from live import live_server, next_event
 from panewatch.acp import AcpClient, Timeouts
 from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
 from test_acp_client import Recorder
-from test_lab_claude_live import free_port
 
 ADAPTER = find_adapter()
 pytestmark = [
@@ -30,7 +29,6 @@ pytestmark = [
         f".lab-npm {PACKAGE}@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_ACP_BIN)",
     ),
 ]
-API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass
@@ -47,18 +45,9 @@ class Mock:
 
 @pytest.fixture
 def mock(tmp_path: Path) -> Iterator[Mock]:
-    port, log = free_port(), tmp_path / "mock.jsonl"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp", "--log", str(log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_listening(port, server, "mock API")
-        yield Mock(f"http://127.0.0.1:{port}", log)
-    finally:
-        server.terminate()
-        server.wait(10)
+    log = tmp_path / "mock.jsonl"
+    with mock_api("acp", log) as url:
+        yield Mock(url, log)
 
 
 async def test_claude_over_acp_permission_answer_second_prompt_cancel(mock: Mock, tmp_path: Path) -> None:

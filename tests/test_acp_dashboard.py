@@ -5,51 +5,26 @@ button per option, answered only after an inline confirmation, and "Cancel turn"
 from __future__ import annotations
 
 import re
-import secrets
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Server, free_port
-from live import wait_listening
+from browser_support import card_of, dashboard_server, playwright_or_skip
+from claude_support import API_KEY, mock_api
+from dashboard_support import ARTIFACTS, Server
 from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_adapter
 
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
-    )
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
-expect = sync_api.expect
-expect.set_options(timeout=10_000)
+expect = playwright_or_skip().expect
 
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server("acp-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture()
-def page(server: Server) -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{server.url}/?token={server.token}")
-        expect(page.locator("#connection")).to_have_attribute("data-status", "live")
-        yield page
-        browser.close()
-        server.delete_all()
-        assert errors == [], f"uncaught errors in the page: {errors}"
+    with dashboard_server("acp", tmp_path_factory.mktemp("server-logs")) as srv:
+        yield srv
 
 
 def send(server: Server, sid: str, text: str) -> None:
@@ -60,7 +35,7 @@ def send(server: Server, sid: str, text: str) -> None:
 
 def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
     sid = server.create([sys.executable, AGENT], name="acp-scripted", agent=None, kind="acp", cwd=str(tmp_path))["id"]
-    card = page.locator(f'#cards > .card[data-id="{sid}"]')
+    card = card_of(page, sid)
     expect(card.locator(".badge-state")).to_have_text("idle")
     expect(card.locator(".acp-log")).to_contain_text("connected to Scripted agent 1.0")
     expect(card.locator(".screen")).to_have_count(0)  # the conversation replaces the screen
@@ -119,7 +94,7 @@ def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path
 
 def test_cancel_turn_from_the_card(page, server: Server, tmp_path: Path) -> None:
     sid = server.create([sys.executable, AGENT], name="acp-slow", agent=None, kind="acp", cwd=str(tmp_path))["id"]
-    card = page.locator(f'#cards > .card[data-id="{sid}"]')
+    card = card_of(page, sid)
     expect(card.locator(".badge-state")).to_have_text("idle")
     expect(card.locator(".acp-cancel")).to_be_hidden()
     send(server, sid, "slow")
@@ -136,19 +111,12 @@ def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: 
     adapter = find_adapter()
     if adapter is None:
         pytest.skip(f"the ACP adapter is not installed (npm install --prefix .lab-npm {PACKAGE}@{PINNED_VERSION})")
-    port, log = free_port(), tmp_path / "mock.jsonl"
-    mock = subprocess.Popen(
-        [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "acp", "--log", str(log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_listening(port, mock, "mock API")
+    with mock_api("acp", tmp_path / "mock.jsonl") as url:
         project = tmp_path / "project"
         project.mkdir()
-        env = adapter_env(tmp_path / "home", f"http://127.0.0.1:{port}", "sk-ant-api03-lab-0123456789abcdefghijklmn")
+        env = adapter_env(tmp_path / "home", url, API_KEY)
         sid = server.create([adapter], name="claude-acp", agent="claude", kind="acp", cwd=str(project), env=env)["id"]
-        card = page.locator(f'#cards > .card[data-id="{sid}"]')
+        card = card_of(page, sid)
         expect(card.locator(".badge-state")).to_have_text("idle", timeout=90_000)
         card.locator(".send-text").fill("acp:bash")
         card.locator(".send-button").click()
@@ -164,6 +132,3 @@ def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: 
         expect(card.locator(".acp-tool-text").last).to_have_text("panewatch-acp-42")  # its output, unfenced
         assert (project / "acp-ran.txt").read_text().strip() == "panewatch-acp-42"
         page.screenshot(path=str(ARTIFACTS / "dashboard-acp-claude.png"), full_page=True)
-    finally:
-        mock.terminate()
-        mock.wait(10)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyte
 import pytest
 
-from panewatch.hosts.acp import AcpHost
+from panewatch.hosts.acp import AcpHandle, AcpHost
 from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
 
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
@@ -56,6 +56,14 @@ def spec(tmp_path: Path, *argv: str) -> LaunchSpec:
     return LaunchSpec("s1", (sys.executable, AGENT, *argv), str(tmp_path), {"PATH": "/usr/bin:/bin"}, 12, 80)
 
 
+async def idle_agent(host: AcpHost, tmp_path: Path) -> tuple[AcpHandle, Sink]:
+    """The scripted ACP agent spawned on ``host``, once it has said it is idle."""
+    sink = Sink()
+    handle = host.spawn(spec(tmp_path), sink)
+    await sink.until("idle")
+    return handle, sink
+
+
 @pytest.fixture
 async def host():
     h = AcpHost()
@@ -77,9 +85,7 @@ async def test_the_host_and_handle_fit_the_seam(host, tmp_path):
 
 
 async def test_states_and_the_drawn_conversation(host, tmp_path):
-    sink = Sink()
-    handle = host.spawn(spec(tmp_path), sink)
-    await sink.until("idle")
+    handle, sink = await idle_agent(host, tmp_path)
     handle.prompt("perm")
     why = await sink.until("blocked")
     assert why.startswith("session/request_permission: touch marker.txt (execute)")
@@ -95,18 +101,14 @@ async def test_states_and_the_drawn_conversation(host, tmp_path):
 
 
 async def test_ctrl_c_cancels_the_turn(host, tmp_path):
-    sink = Sink()
-    handle = host.spawn(spec(tmp_path), sink)
-    await sink.until("idle")
+    handle, sink = await idle_agent(host, tmp_path)
     handle.prompt("slow")
     handle.signal(signal.SIGINT)
     assert await sink.until("idle") == "stopReason cancelled"
 
 
 async def test_exit_reports_code_and_reason(host, tmp_path):
-    sink = Sink()
-    handle = host.spawn(spec(tmp_path), sink)
-    await sink.until("idle")
+    handle, sink = await idle_agent(host, tmp_path)
     handle.prompt("crash")
     reason = await sink.until("exited")
     assert sink.exits == [(3, reason)] and "the model exploded" in reason

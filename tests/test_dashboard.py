@@ -17,80 +17,23 @@ from pathlib import Path
 
 import pytest
 
+from browser_support import card_of, dashboard_server, open_dashboard, playwright_or_skip
 from dashboard_support import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     Server,
-    console_errors,
     echo_agent,
     free_port,
     idle_agent,
     prompt_agent,
 )
 
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
-    )
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
-expect = sync_api.expect
-expect.set_options(timeout=10_000)
-
-# A Notification API the test can read: records what the page shows, grants on request.
-NOTIFICATION_STUB = """
-window.__notes = [];
-class RecordingNotification {
-  static permission = "default";
-  static async requestPermission() { RecordingNotification.permission = "granted"; return "granted"; }
-  constructor(title, options) { window.__notes.push({ title, body: options && options.body }); }
-  close() {}
-}
-window.Notification = RecordingNotification;
-"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+expect = playwright_or_skip().expect
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = Server("dash-" + secrets.token_urlsafe(12), log_dir=tmp_path_factory.mktemp("server-logs"))
-    srv.start()
-    yield srv
-    srv.close()
-
-
-def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
-    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
-    context.add_init_script(NOTIFICATION_STUB)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", console_errors(errors, network_down=network_down))
-    response = page.goto(f"{server.url}/?token={server.token}")
-    assert response is not None and response.status == 200
-    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
-    return context, page, errors
-
-
-@pytest.fixture()
-def page(browser, server: Server):
-    context, page, errors = open_dashboard(browser, server)
-    yield page
-    context.close()
-    server.delete_all()
-    assert errors == [], f"errors in the page's console: {errors}"
-
-
-def card_of(page, sid: str):
-    return page.locator(f'#cards > .card[data-id="{sid}"]')
+    with dashboard_server("dash", tmp_path_factory.mktemp("server-logs")) as srv:
+        yield srv
 
 
 # --- an agent's own desktop notification ------------------------------------------------------

@@ -13,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from dashboard_support import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LAB_MANIFESTS, Server, console_errors, idle_agent
+from browser_support import card_of, open_dashboard, playwright_or_skip
+from dashboard_support import ARTIFACTS, LAB_MANIFESTS, Server, idle_agent
 from panewatch.hosts.tmux import tmux_usable
 
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
-    )
+expect = playwright_or_skip(timeout_ms=15_000).expect
 if tmux_usable() is not None:
     pytest.skip(f"tmux host unavailable: {tmux_usable()}", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
-expect = sync_api.expect
-expect.set_options(timeout=15_000)
 
 CONVERSATION = "conv-4242"
 
@@ -67,20 +61,12 @@ def server(tmp_path: Path) -> Iterator[Server]:
     srv.close()
 
 
-def test_killed_tmux_shows_lost_cards_and_resume_brings_one_back(server: Server) -> None:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", console_errors(errors))
-        page.goto(f"{server.url}/?token={server.token}")
-        expect(page.locator("#connection")).to_have_attribute("data-status", "live")
-
+def test_killed_tmux_shows_lost_cards_and_resume_brings_one_back(browser, server: Server) -> None:
+    context, page, errors = open_dashboard(browser, server)
+    try:
         agent = server.create(resumable_agent(), name="resumable", agent="resumable")["id"]
         plain = server.create(idle_agent("PLAIN-MARKER"), name="plain")["id"]
-        card, other = (page.locator(f'#cards > .card[data-id="{sid}"]') for sid in (agent, plain))
+        card, other = (card_of(page, sid) for sid in (agent, plain))
         expect(card.locator(".screen")).to_contain_text("first conversation")
         expect(other.locator(".screen")).to_contain_text("PLAIN-MARKER")
 
@@ -130,5 +116,5 @@ def test_killed_tmux_shows_lost_cards_and_resume_brings_one_back(server: Server)
         # the other card stays lost
         expect(other).to_have_attribute("data-state", "lost")
         assert errors == [], f"errors in the page's console: {errors}"
+    finally:
         context.close()
-        browser.close()

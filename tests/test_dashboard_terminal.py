@@ -14,87 +14,31 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from browser_support import card_of, dashboard_server, open_dashboard, playwright_or_skip
 from dashboard_support import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
     REPO,
     SHELL_ENV,
     Server,
     capture_agent,
-    console_errors,
     prompt_agent,
     shell,
     tui_agent,
 )
 
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        f"the dashboard tests need Debian's Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True
-    )
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the dashboard tests need playwright")
+sync_api = playwright_or_skip()
 expect = sync_api.expect
-expect.set_options(timeout=10_000)
 
 CAPTURES = REPO / "fixtures" / "claude" / "2.1.332"
-
-NOTIFICATION_STUB = """
-window.__notes = [];
-class RecordingNotification {
-  static permission = "default";
-  static async requestPermission() { RecordingNotification.permission = "granted"; return "granted"; }
-  constructor(title, options) { window.__notes.push({ title, body: options && options.body }); }
-  close() {}
-}
-window.Notification = RecordingNotification;
-"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    srv = Server("term-" + secrets.token_urlsafe(12), log_dir=ARTIFACTS / "server-logs")
-    srv.start()
-    yield srv
-    srv.close()
-
-
-def open_dashboard(browser, server: Server, *, network_down: bool = False, **context_options):
-    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
-    context.add_init_script(NOTIFICATION_STUB)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", console_errors(errors, network_down=network_down))
-    response = page.goto(f"{server.url}/?token={server.token}")
-    assert response is not None and response.status == 200
-    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
-    return context, page, errors
-
-
-@pytest.fixture()
-def page(browser, server: Server):
-    context, page, errors = open_dashboard(browser, server)
-    yield page
-    context.close()
-    server.delete_all()
-    assert errors == [], f"errors in the page's console: {errors}"
-
-
-def card_of(page, sid: str):
-    return page.locator(f'#cards > .card[data-id="{sid}"]')
+    with dashboard_server("term", ARTIFACTS / "server-logs") as srv:
+        yield srv
 
 
 def new_shell(server: Server, name: str, **extra) -> str:
@@ -143,6 +87,13 @@ def type_in(page, sid: str, text: str) -> None:
     """Click the card's terminal and type, as a user would."""
     card_of(page, sid).locator(".screen .xterm").click()
     page.keyboard.type(text)
+
+
+def ask(page, sid: str, command: str) -> None:
+    """Type a command that asks a question into the card's terminal and run it: the card turns blocked."""
+    type_in(page, sid, command)
+    page.keyboard.press("Enter")
+    expect(card_of(page, sid).locator(".badge-state")).to_have_text("blocked")
 
 
 def foreground(server: Server, sid: str) -> str | None:
@@ -272,9 +223,7 @@ def test_shell_yes_no_and_password_prompts_answered_from_the_page(page, server: 
     sid = new_shell(server, "asker")
     card = card_of(page, sid)
     wait_for_line(page, sid, r"^sh\$")
-    type_in(page, sid, 'read -p "Proceed? [y/N] " a; echo "got:$a"')
-    page.keyboard.press("Enter")
-    expect(card.locator(".badge-state")).to_have_text("blocked")
+    ask(page, sid, 'read -p "Proceed? [y/N] " a; echo "got:$a"')
     expect(card.locator(".options button")).to_have_text(["Yes", "No", "Esc"])
     card.get_by_role("button", name="Yes", exact=True).click()
     expect(card.locator(".confirm-text")).to_have_text("Send Yes to asker?")
@@ -283,10 +232,7 @@ def test_shell_yes_no_and_password_prompts_answered_from_the_page(page, server: 
     wait_for_line(page, sid, "^got:y$")
 
     secret = "hunter2-" + secrets.token_hex(6)
-    card.locator(".screen .xterm").click()
-    page.keyboard.type('read -s -p "Password: " pw; echo; echo "length:${#pw}"')
-    page.keyboard.press("Enter")
-    expect(card.locator(".badge-state")).to_have_text("blocked")
+    ask(page, sid, 'read -s -p "Password: " pw; echo; echo "length:${#pw}"')
     field = card.get_by_label("Password to send")
     expect(field).to_be_visible()
     expect(field).to_have_attribute("type", "password")
@@ -306,9 +252,7 @@ def test_esc_that_is_only_echoed_is_not_reported_as_taken(page, server: Server) 
     sid = new_shell(server, "echoer")
     card = card_of(page, sid)
     wait_for_line(page, sid, r"^sh\$")
-    type_in(page, sid, 'read -p "Proceed? [y/N] " a; echo "got:[$a]"')
-    page.keyboard.press("Enter")
-    expect(card.locator(".badge-state")).to_have_text("blocked")
+    ask(page, sid, 'read -p "Proceed? [y/N] " a; echo "got:[$a]"')
     card.locator(".options button.option-esc").click()
     card.locator(".confirm").get_by_role("button", name="Confirm").click()
     # read takes Esc as a character of the answer and keeps waiting: that is no answer, whether
@@ -325,9 +269,7 @@ def test_keys_typed_right_after_a_prompt_appears_are_held_back(page, server: Ser
     sid = new_shell(server, "guarded")
     card = card_of(page, sid)
     wait_for_line(page, sid, r"^sh\$")
-    type_in(page, sid, 'sleep 1; read -p "Sure? [y/N] " a; echo "got:[$a]"')
-    page.keyboard.press("Enter")
-    expect(card.locator(".badge-state")).to_have_text("blocked")
+    ask(page, sid, 'sleep 1; read -p "Sure? [y/N] " a; echo "got:[$a]"')
     page.keyboard.type("y")  # typed as the prompt appeared: the user cannot have read it
     page.keyboard.press("Enter")
     notice = card.locator(".held")
@@ -342,10 +284,7 @@ def test_keys_typed_right_after_a_prompt_appears_are_held_back(page, server: Ser
     expect(card.locator(".badge-state")).to_have_text("idle")
 
     # the same, dropped
-    card.locator(".screen .xterm").click()
-    page.keyboard.type('sleep 1; read -p "Again? [y/N] " b; echo "got:[$b]"')
-    page.keyboard.press("Enter")
-    expect(card.locator(".badge-state")).to_have_text("blocked")
+    ask(page, sid, 'sleep 1; read -p "Again? [y/N] " b; echo "got:[$b]"')
     page.keyboard.type("n")
     expect(notice).to_be_visible()
     notice.get_by_role("button", name="Drop").click()
@@ -470,10 +409,8 @@ def test_a_card_moving_first_shows_its_prompt_and_keeps_scroll_when_it_goes_back
     second = new_shell(server, "second")
     wait_for_line(page, second, r"^sh\$")
     expect(page.locator("#cards > .card").first).to_have_attribute("data-id", first)
-    type_in(page, second, 'seq 1 200; read -p "Continue? [y/N] " a; echo "got:[$a]"')
-    page.keyboard.press("Enter")
+    ask(page, second, 'seq 1 200; read -p "Continue? [y/N] " a; echo "got:[$a]"')
     card = card_of(page, second)
-    expect(card.locator(".badge-state")).to_have_text("blocked")
     expect(page.locator("#cards > .card").first).to_have_attribute("data-id", second)
     page.wait_for_function("id => window.panewatch.cards.get(id)?.term.atBottom", arg=second)
     assert any(row.startswith("Continue? [y/N]") for row in visible_rows(page, second))

@@ -13,14 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from engine_support import memory_rig
 from live import live_server, next_event
 from panewatch.clock import ManualClock
-from panewatch.engine import Engine
 from panewatch.events import Desktop, Event, Notified
-from panewatch.hosts.memory import MemoryHost
-from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.notify import DESKTOP_BURST, Notifier, clean
-from panewatch.session import SessionSpec
 from panewatch_lab.loopback import Loopback
 
 
@@ -100,24 +97,13 @@ async def settle(clock: ManualClock) -> None:
 async def test_the_engine_turns_osc_notifications_into_events_and_notifications(backend: str):
     if backend == "ghostty":
         pytest.importorskip("pyghostty", reason="the Ghostty screen needs the pyghostty wheel")
-    clock, host = ManualClock(), MemoryHost()
+    clock = ManualClock()
     notifier = Notifier(clock=clock.time, wall=clock.time)
-    engine = Engine(
-        ManifestStore.from_dirs(bundled_manifest_dir()),
-        host=host,
-        clock=clock,
-        wall=clock.time,
-        sweep_ms=100,
-        notifier=notifier,
-        programs=lambda pgid: None,
-        backend=backend,
-    )
-    await engine.start()
-    events: list[Event] = []
-    engine.subscribe(events.append)
-    try:
-        sid = engine.create(SessionSpec(agent="codex", command=["agent"], rows=12, cols=60))["id"]
-        agent = host.handles[sid]
+    async with memory_rig(clock, notifier=notifier, backend=backend) as rig:
+        engine = rig.engine
+        events: list[Event] = []
+        engine.subscribe(events.append)
+        sid, agent = rig.create(agent="codex")
         agent.emit(b"\x1b]9;build done\x07\x1b]777;notify;Codex;Approval\tneeded \xe2\x80\xae!\x07hello\r\n")
         agent.emit(b"\x1b]99;i=1:p=title;Kitty\x1b\\")
         await settle(clock)
@@ -141,8 +127,6 @@ async def test_the_engine_turns_osc_notifications_into_events_and_notifications(
         assert "hello" in "\n".join(engine.screen(sid)["rows"])
         explained = engine.explain(sid)["signals"]["out_of_band"]["notifications"]
         assert explained[-1] == {"protocol": "osc9", "title": "", "body": "spam 29"}, "/explain keeps the last few"
-    finally:
-        await engine.stop()
 
 
 async def test_a_real_pty_printf_osc9_reaches_a_webhook_and_the_state_stream():

@@ -20,6 +20,30 @@ from panewatch.session import SessionSpec
 from scripted import claude_like, stubborn_prompt
 
 
+async def idle_claude(engine: Engine) -> str:
+    """A pane read with Claude's rules that only ever shows the idle footer, once it reads idle."""
+    sid = engine.create(
+        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
+    )["id"]
+    await wait_state(engine, sid, "idle")
+    return sid
+
+
+def spinning_claude(engine: Engine, every: float) -> dict:
+    """A pane read with Claude's rules whose spinner line is redrawn every ``every`` s, forever."""
+    return engine.create(
+        SessionSpec(
+            agent="claude",
+            command=bash(
+                "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
+                f"i=$((i+1)); sleep {every}; done"
+            ),
+            rows=6,
+            cols=60,
+        )
+    )
+
+
 async def test_states_sources_and_events_through_a_turn(engine):
     tap = Tap(engine)
     s = engine.create(SessionSpec(agent="claude", command=bash(claude_like()), rows=12, cols=60))
@@ -150,10 +174,7 @@ async def test_hook_report_decides_until_the_screen_changes(engine):
 
 
 async def test_report_for_a_prompt_not_drawn_yet_holds_until_the_screen_moves(engine):
-    sid = engine.create(
-        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
-    )["id"]
-    await wait_state(engine, sid, "idle")
+    sid = await idle_claude(engine)
     engine.report(sid, {"hook_event_name": "PermissionRequest", "tool_name": "Bash"})
     info = engine.get(sid)
     assert (info["state"], info["source"], info["rule"]) == ("blocked", "hook", "PermissionRequest")
@@ -164,10 +185,7 @@ async def test_stale_report_expires_without_any_output():
     eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50, report_freshness=0.3)
     await eng.start()
     try:
-        sid = eng.create(
-            SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
-        )["id"]
-        await wait_state(eng, sid, "idle")
+        sid = await idle_claude(eng)
         eng.report(sid, {"hook_event_name": "PreToolUse", "tool_name": "Bash"})
         assert eng.get(sid)["state"] == "working"
         info = await wait_state(eng, sid, "idle", timeout=3)
@@ -213,10 +231,7 @@ async def test_claude_launch_gets_hooks_and_a_clean_environment(engine, tmp_path
 
 
 async def test_unchanged_screens_are_not_reclassified(engine):
-    sid = engine.create(
-        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
-    )["id"]
-    await wait_state(engine, sid, "idle")
+    await idle_claude(engine)
     await asyncio.sleep(0.2)
     before = engine.stats()["classifications"]
     await asyncio.sleep(0.5)  # ten sweeps
@@ -228,17 +243,7 @@ async def test_change_driven_mode_classifies_soon_and_caps_a_never_pausing_spinn
     eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=700, mode="change", settle_ms=30, cap_ms=150)
     await eng.start()
     try:
-        spinner = eng.create(
-            SessionSpec(
-                agent="claude",
-                command=bash(
-                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-                    "i=$((i+1)); sleep 0.01; done"
-                ),
-                rows=6,
-                cols=60,
-            )
-        )
+        spinner = spinning_claude(eng, every=0.01)
         s = eng.create(SessionSpec(agent="claude", command=bash(claude_like(prompt_after=0.2)), rows=12, cols=60))
         await wait_state(eng, spinner["id"], "working", timeout=2)
         await wait_state(eng, s["id"], "blocked", timeout=3)
@@ -306,11 +311,8 @@ async def test_launch_is_not_a_finished_turn_but_a_real_turn_end_is(engine):
 async def test_a_pane_idle_from_launch_never_says_done(engine):
     notes = []
     engine.notifier.subscribe(notes.append)
-    sid = engine.create(
-        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
-    )["id"]
-    info = await wait_state(engine, sid, "idle")
-    assert info["source"] == "screen"
+    sid = await idle_claude(engine)
+    assert engine.get(sid)["source"] == "screen"
     await asyncio.sleep(0.2)
     assert notes == []
 
@@ -331,10 +333,7 @@ async def test_a_late_permission_notification_after_an_answer_does_not_reblock(e
 
 
 async def test_a_permission_notification_counts_when_no_permission_request_came(engine):
-    sid = engine.create(
-        SessionSpec(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
-    )["id"]
-    await wait_state(engine, sid, "idle")
+    sid = await idle_claude(engine)
     report = engine.report(sid, {"hook_event_name": "Notification", "notification_type": "permission_prompt"})
     assert report is not None and engine.get(sid)["state"] == "blocked"
 
@@ -351,17 +350,7 @@ async def test_change_mode_reads_big_repaints_at_once_and_spinner_frames_at_the_
     )
     await eng.start()
     try:
-        spinner = eng.create(
-            SessionSpec(
-                agent="claude",
-                command=bash(
-                    "stty -echo; i=0; while :; do printf '\\r\\xe2\\x9c\\xbb Working %d (esc to interrupt)' $i; "
-                    "i=$((i+1)); sleep 0.05; done"
-                ),
-                rows=6,
-                cols=60,
-            )
-        )
+        spinner = spinning_claude(eng, every=0.05)
         await wait_state(eng, spinner["id"], "working", timeout=8)
         before = eng.stats()["classifications"]
         await asyncio.sleep(2.0)  # ~40 frames of ~40 bytes

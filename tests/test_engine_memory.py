@@ -10,46 +10,18 @@ import asyncio
 
 import pytest
 
+from engine_support import memory_rig
 from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
-from panewatch.clock import ManualClock
-from panewatch.engine import Engine
 from panewatch.errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession
 from panewatch.events import Created, Ping, Snapshot, StateChanged
-from panewatch.hosts.memory import MemoryHandle, MemoryHost
-from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.procinfo import Program
 from panewatch.session import SessionSpec
 
 
-class Rig:
-    def __init__(self, engine: Engine, host: MemoryHost, clock: ManualClock, programs: dict[int, Program]) -> None:
-        self.engine, self.host, self.clock, self.programs = engine, host, clock, programs
-
-    def create(self, agent: str | None = "claude", command: str = "agent", **kw) -> tuple[str, MemoryHandle]:
-        info = self.engine.create(SessionSpec(agent=agent, command=[command], rows=12, cols=60, **kw))
-        return info["id"], self.host.handles[info["id"]]
-
-    async def settle(self, seconds: float = 0.1) -> None:
-        """Let host callbacks run (one loop turn), then move the clock (sweeps run)."""
-        await asyncio.sleep(0)
-        self.clock.advance(seconds)
-        await asyncio.sleep(0)
-
-
 @pytest.fixture
 async def rig():
-    clock, host, programs = ManualClock(), MemoryHost(), {}
-    engine = Engine(
-        ManifestStore.from_dirs(bundled_manifest_dir()),
-        host=host,
-        clock=clock,
-        wall=clock.time,
-        sweep_ms=100,
-        programs=programs.get,
-    )
-    await engine.start()
-    yield Rig(engine, host, clock, programs)
-    await engine.stop()
+    async with memory_rig() as rig:
+        yield rig
 
 
 async def test_a_turn_blocked_answered_idle_with_events(rig):

@@ -20,51 +20,26 @@ from panewatch.screen import Screen
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 AGENTS = {"gemini": "0.61.0", "codex": "0.171.0", "aider": "0.86.2"}
 SIZES = {(32, 120), (24, 80), (50, 160)}
+#: What every agent's plan captures, in every one of its turns.
+WORKING = {"thinking", "streaming"}
+IDLE = {"fresh", "typed-not-sent", "after-answer", "prose", "after-tool", "denied"}
 #: Kinds each agent's plan captures (Aider has no approval of an edit in a box, no interrupt),
 #: start-up dialogs included (a first start: untrusted folder, no sign-in, Aider's git questions).
 REQUIRED = {
     "gemini": {
         "blocked": {"bash", "bash-option-2", "write", "trust-folder", "auth", "api-key"},
-        "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {
-            "fresh",
-            "typed-not-sent",
-            "after-answer",
-            "prose",
-            "after-tool",
-            "denied",
-            "interrupted",
-            "after-trust",
-            "after-auth",
-        },
+        "working": WORKING | {"tool", "typed"},
+        "idle": IDLE | {"interrupted", "after-trust", "after-auth"},
     },
     "codex": {
         "blocked": {"bash", "bash-option-2", "trust-folder", "sign-in"},
-        "working": {"thinking", "streaming", "tool", "typed"},
-        "idle": {
-            "fresh",
-            "typed-not-sent",
-            "after-answer",
-            "prose",
-            "after-tool",
-            "denied",
-            "interrupted",
-            "after-trust",
-        },
+        "working": WORKING | {"tool", "typed"},
+        "idle": IDLE | {"interrupted", "after-trust"},
     },
     "aider": {
         "blocked": {"bash", "create-file", "create-git-repo", "gitignore"},
-        "working": {"thinking", "streaming"},
-        "idle": {
-            "fresh",
-            "typed-not-sent",
-            "after-answer",
-            "prose",
-            "after-tool",
-            "denied",
-            "after-git-repo",
-            "after-git-repo-default",
-        },
+        "working": WORKING,
+        "idle": IDLE | {"after-git-repo", "after-git-repo-default"},
     },
 }
 

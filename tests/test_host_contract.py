@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -105,17 +106,26 @@ def spawn(host: PaneHost, argv: list[str], sink: Sink, rows: int = 10, cols: int
     return host.spawn(LaunchSpec("t1", tuple(argv), os.getcwd(), dict(os.environ), rows, cols), sink)
 
 
-async def test_output_arrives_in_order_and_input_reaches_the_agent(host):
+@asynccontextmanager
+async def running(
+    host: PaneHost, argv: list[str], rows: int = 10, cols: int = 40
+) -> AsyncIterator[tuple[PaneHandle, Sink]]:
+    """An agent spawned on ``host`` for the test's body, then terminated and closed whatever happened."""
     sink = Sink()
-    handle = spawn(host, host.case.echo, sink)
+    handle = spawn(host, argv, sink, rows, cols)
     try:
+        yield handle, sink
+    finally:
+        await handle.terminate()
+        handle.close()
+
+
+async def test_output_arrives_in_order_and_input_reaches_the_agent(host):
+    async with running(host, host.case.echo) as (handle, sink):
         assert isinstance(handle, PaneHandle) and handle.alive and handle.ref
         for word in (b"one ", b"two ", b"three"):
             handle.write(word)
         await until(lambda: b"one two three" in sink.output)
-    finally:
-        await handle.terminate()
-        handle.close()
 
 
 async def test_exit_code_is_reported_once_and_writes_are_then_refused(host):
@@ -132,32 +142,20 @@ async def test_exit_code_is_reported_once_and_writes_are_then_refused(host):
 
 
 async def test_resize_reaches_the_agent(host):
-    sink = Sink()
-    handle = spawn(host, host.case.size, sink, rows=10, cols=40)
-    try:
+    async with running(host, host.case.size, rows=10, cols=40) as (handle, sink):
         await until(lambda: b"size 10 40" in sink.output)
         handle.resize(20, 100)
         await until(lambda: b"size 20 100" in sink.output)
-    finally:
-        await handle.terminate()
-        handle.close()
 
 
 async def test_the_agent_holds_the_foreground_when_the_host_can_tell(host):
-    sink = Sink()
-    handle = spawn(host, host.case.echo, sink)
-    try:
+    async with running(host, host.case.echo) as (handle, _sink):
         fg = handle.foreground_pgid()
         assert fg is None or fg == handle.pid
-    finally:
-        await handle.terminate()
-        handle.close()
 
 
 async def test_paused_reading_holds_output_back_until_resumed(host):
-    sink = Sink()
-    handle = spawn(host, host.case.echo, sink)
-    try:
+    async with running(host, host.case.echo) as (handle, sink):
         handle.write(b"first")
         await until(lambda: b"first" in sink.output)
         handle.pause_reading()
@@ -166,21 +164,13 @@ async def test_paused_reading_holds_output_back_until_resumed(host):
         assert b"second" not in sink.output
         handle.resume_reading()
         await until(lambda: b"second" in sink.output)
-    finally:
-        await handle.terminate()
-        handle.close()
 
 
 async def test_an_agent_that_never_reads_gets_write_refused_not_a_hang(host):
-    sink = Sink()
-    handle = spawn(host, host.case.deaf, sink)
-    try:
+    async with running(host, host.case.deaf) as (handle, _sink):
         with pytest.raises(WriteRefused):
             for _ in range(100):
                 handle.write(b"z" * 100_000)
-    finally:
-        await handle.terminate()
-        handle.close()
 
 
 async def test_terminate_ends_the_agent_and_reports_the_exit(host):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,22 +11,12 @@ from typing import Any
 
 import pytest
 
-from live import wait_listening
-from panewatch_lab.claude_env import claude_argv, find_claude, prepare_home
-from panewatch_lab.loopback import free_port
+from claude_support import API_KEY, CLAUDE, NEEDS_CLAUDE, mock_api
+from panewatch_lab.claude_env import claude_argv, prepare_home
 from panewatch_lab.pty_session import PtySession
 
-CLAUDE = find_claude()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CLAUDE is None,
-        reason="claude CLI not installed (npm install --prefix .lab-npm "
-        "@anthropic-ai/claude-code@2.1.332, or set PANEWATCH_CLAUDE_BIN)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_CLAUDE]
 
-API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 IDLE = "? for shortcuts"
 #: Keys sent within ~150 ms of a dialog's first bytes are dropped by 2.1.332 (notes/lab.md).
 DIALOG_SETTLE = 0.5
@@ -49,16 +37,10 @@ class Lab:
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    port, log = free_port(), tmp_path / "mock.jsonl"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "panewatch_lab.mock_api", "--port", str(port), "--scenario", "basic", "--log", str(log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_listening(port, server, "mock API")
+    log = tmp_path / "mock.jsonl"
+    with mock_api("basic", log) as url:
         project = tmp_path / "project"
-        env = prepare_home(tmp_path / "home", project, API_KEY, f"http://127.0.0.1:{port}")
+        env = prepare_home(tmp_path / "home", project, API_KEY, url)
         assert CLAUDE is not None
         session = PtySession(claude_argv(CLAUDE), env=env, cwd=str(project), rows=40, cols=120).start()
         try:
@@ -66,9 +48,6 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
             yield Lab(session, project, log)
         finally:
             session.close()
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def test_bash_permission_prompt_answered_then_idle(lab: Lab) -> None:

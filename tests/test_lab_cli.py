@@ -10,9 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from live import wait_listening
+from claude_support import mock_api
 from panewatch_lab.cli import COMMANDS, main, parse_sizes
-from panewatch_lab.loopback import free_port
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -55,27 +54,8 @@ def test_fake_agent_passes_its_options_through() -> None:
 
 
 def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
-    port = free_port()
     log = tmp_path / "mock.jsonl"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "panewatch",
-            "lab",
-            "mock-api",
-            "--port",
-            str(port),
-            "--scenario",
-            "basic",
-            "--log",
-            str(log),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_listening(port, proc, "mock-api")
+    with mock_api("basic", log, program=(sys.executable, "-m", "panewatch", "lab", "mock-api")) as url:
         # a main turn, as the CLI sends it: streamed, with tools
         body = {
             "model": "m",
@@ -84,11 +64,8 @@ def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
             "tools": [{"name": "Bash", "input_schema": {}}],
             "messages": [{"role": "user", "content": "task:hello"}],
         }
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/messages", json=body, timeout=10)
+        r = httpx.post(f"{url}/v1/messages", json=body, timeout=10)
         assert r.status_code == 200 and "event: message_stop" in r.text
-    finally:
-        proc.terminate()
-        proc.wait(10)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["event"] for r in records] == ["request", "first_token", "reply"]
     assert records[0]["step"] == "hello" and records[-1]["status"] == "complete"

@@ -13,27 +13,20 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from claude_support import API_KEY, CLAUDE, NEEDS_CLAUDE
 from live import Live, live_server
-from panewatch_lab.claude_env import PINNED_VERSION, find_claude, prepare_home
+from panewatch_lab.claude_env import prepare_home
 from panewatch_lab.mock_server import MockServer
 from panewatch_lab.scenario import Pacing, load_scenario
 
-CLAUDE = find_claude()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CLAUDE is None,
-        reason="claude CLI not installed (npm install --prefix .lab-npm "
-        f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_CLAUDE]
 
-API_KEY = "sk-ant-api03-lab-0123456789abcdefghijklmnopqrstuvwxyz"
 #: The think step, shortened: long enough to be seen working, short enough for a fast test.
 THINK_TTFT = 2.5
 
@@ -77,6 +70,10 @@ class Events:
                 raise AssertionError(f"no such event in {timeout}s; saw {self.seen[after:]}")
             await asyncio.sleep(0.02)
 
+    async def state(self, sid: str, state: str, timeout: float, after: int = 0) -> dict[str, Any]:
+        """The first event (from index ``after`` on) saying session ``sid`` is in ``state``."""
+        return await self.wait(lambda e: e.get("session") == sid and e.get("state") == state, timeout, after)
+
     def close(self) -> None:
         self._task.cancel()
 
@@ -115,6 +112,25 @@ async def launch(live: Live, mock: MockServer, tmp_path: Path) -> str:
     return s["id"]
 
 
+@asynccontextmanager
+async def launched(live: Live, mock: MockServer, tmp_path: Path) -> AsyncIterator[tuple[Events, str]]:
+    """The pinned CLI launched as a service session, every ``/ws/state`` event recorded from
+    before its launch."""
+    async with live.ws("/ws/state") as ws:
+        events = Events(ws)
+        try:
+            yield events, await launch(live, mock, tmp_path)
+        finally:
+            events.close()
+
+
+async def send(live: Live, sid: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /send``, which must be accepted; its answer."""
+    r = await live.http.post(f"/api/sessions/{sid}/send", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 async def screen_shows(live: Live, sid: str, text: str, timeout: float = 15) -> list[str]:
     """The screen's rows once one of them contains ``text`` (or matches it, if it is a regex
     starting with ``^``)."""
@@ -144,15 +160,13 @@ def main_steps(mock: MockServer) -> list[str]:
 async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_report(
     live: Live, mock: MockServer, tmp_path: Path
 ) -> None:
-    async with live.ws("/ws/state") as ws:
-        events = Events(ws)
-        sid = await launch(live, mock, tmp_path)
+    async with launched(live, mock, tmp_path) as (events, sid):
         decisions = Decisions(live, sid)
         # the API's send: bracketed paste (the CLI turned ?2004 on), 80 ms, then Enter
-        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:bash"})
-        assert r.status_code == 200 and r.json()["state_before"] == "idle", r.text
+        sent = await send(live, sid, {"text": "task:bash"})
+        assert sent["state_before"] == "idle", sent
 
-        blocked = await events.wait(lambda e: e.get("session") == sid and e.get("state") == "blocked", 20)
+        blocked = await events.state(sid, "blocked", 20)
         # the PermissionRequest hook usually beats the dialog's first frame; either way the
         # screen must then show the dialog itself
         assert (blocked["source"], blocked["rule"]) in {("hook", "PermissionRequest"), ("screen", "permission_dialog")}
@@ -177,7 +191,7 @@ async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_repor
         assert r.json()["took"] is True and r.json()["state"] != "blocked"
 
         mark = len(events.seen)
-        await events.wait(lambda e: e.get("session") == sid and e.get("state") == "idle", 20, after=mark)
+        await events.state(sid, "idle", 20, after=mark)
         await screen_shows(live, sid, "Done: x.txt now exists.")
         assert (tmp_path / "project" / "x.txt").exists()
         assert main_steps(mock) == ["bash", "bash-done"]
@@ -189,21 +203,17 @@ async def test_permission_prompt_blocks_send_refused_answer_accepted_hooks_repor
         assert from_hooks & {"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"}, (
             decisions.seen
         )
-        events.close()
 
 
 async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: MockServer, tmp_path: Path) -> None:
-    async with live.ws("/ws/state") as ws:
-        events = Events(ws)
-        sid = await launch(live, mock, tmp_path)
+    async with launched(live, mock, tmp_path) as (events, sid):
         mark = len(events.seen)
         # longer than 20 characters: typed raw with its Enter in one read, the CLI would take it
         # for a paste and keep the Enter as a newline; the API pastes it bracketed, then Enter
         text = "task:think about the flaky tests, then answer"
-        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": text})
-        assert r.status_code == 200
+        await send(live, sid, {"text": text})
         # the UserPromptSubmit hook and the spinner race; either may be the event's source
-        await events.wait(lambda e: e.get("session") == sid and e.get("state") == "working", 10, after=mark)
+        await events.state(sid, "working", 10, after=mark)
         thinking = await explain(live, sid)
         deadline = asyncio.get_running_loop().time() + 10
         while thinking["signals"]["report"] is None:  # the hook's curl can lag the spinner on a busy machine
@@ -215,9 +225,7 @@ async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: Mock
             "UserPromptSubmit",
             "working",
         )
-        idle = await events.wait(
-            lambda e: e.get("session") == sid and e.get("state") == "idle", THINK_TTFT + 15, after=mark
-        )
+        idle = await events.state(sid, "idle", THINK_TTFT + 15, after=mark)
         assert idle["prev"] == "working"
         await screen_shows(live, sid, "The answer is 42.")
         tasks = [r["conversation"]["task"] for r in mock.records() if r["event"] == "request"]
@@ -225,24 +233,20 @@ async def test_plain_turn_goes_working_then_idle_by_hooks(live: Live, mock: Mock
         await screen_shows(live, sid, r"^✻ \S+ for \d+s")  # the completion line: no "…", not working
         final = await explain(live, sid)
         assert (final["signals"]["report"]["event"], final["signals"]["report"]["state"]) == ("Stop", "idle")
-        events.close()
 
 
 async def test_esc_interrupt_ends_idle_although_stop_never_fires(live: Live, mock: MockServer, tmp_path: Path) -> None:
-    async with live.ws("/ws/state") as ws:
-        events = Events(ws)
-        sid = await launch(live, mock, tmp_path)
+    async with launched(live, mock, tmp_path) as (events, sid):
         mark = len(events.seen)
-        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:sleep"})
-        assert r.status_code == 200
+        await send(live, sid, {"text": "task:sleep"})
         await screen_shows(live, sid, "$ sleep 5")
         started = time.monotonic()
-        await events.wait(lambda e: e.get("session") == sid and e.get("state") == "working", 10, after=mark)
+        await events.state(sid, "working", 10, after=mark)
         await asyncio.sleep(0.5)
         mark = len(events.seen)
-        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "\x1b", "enter": False})
-        assert r.status_code == 200 and r.json()["state_before"] == "working"
-        idle = await events.wait(lambda e: e.get("session") == sid and e.get("state") == "idle", 4, after=mark)
+        sent = await send(live, sid, {"text": "\x1b", "enter": False})
+        assert sent["state_before"] == "working"
+        idle = await events.state(sid, "idle", 4, after=mark)
         assert time.monotonic() - started < 5, "idle before `sleep 5` could have ended on its own"
         assert idle["source"] == "screen", idle
         await screen_shows(live, sid, "Interrupted · What should Claude do instead?")
@@ -252,4 +256,3 @@ async def test_esc_interrupt_ends_idle_although_stop_never_fires(live: Live, moc
         await asyncio.sleep(5.5 - (time.monotonic() - started))  # past the 5 s the tool would have taken
         assert main_steps(mock) == ["sleep"], "the tool never reported back: it was stopped"
         assert (await live.http.get(f"/api/sessions/{sid}")).json()["state"] == "idle"
-        events.close()

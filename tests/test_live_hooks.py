@@ -18,17 +18,19 @@ import json
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from live import live_server
+from live import Live, live_server
 from panewatch.events import Reported
 from panewatch.resume import agent_session_id
 from panewatch_lab.agent_labs import LABS
 from panewatch_lab.loopback import LoopbackServer
-from test_live_agents import AGENTS, rows, settled, shows, wait_turn
+from test_live_agents import AGENTS, _lab, rows, settled, shows, wait_turn
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +41,6 @@ EVENTS = {
 }
 
 
-def _binary(agent: str) -> str:
-    lab = LABS[agent]
-    binary = lab.find()
-    if binary is None:
-        pytest.skip(f"{agent} CLI not installed ({' '.join(lab.install_command(lab.pinned, lab.default_prefix()))})")
-    return binary
-
-
 async def until(check: Any, what: str, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -54,114 +48,113 @@ async def until(check: Any, what: str, timeout: float = 20) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("agent", list(EVENTS))
-async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path: Path) -> None:
-    binary = _binary(agent)
-    lab = LABS[agent]
-    working, blocked, ended = EVENTS[agent]
+@asynccontextmanager
+async def reporting(agent: str, tmp_path: Path) -> AsyncIterator[tuple[LoopbackServer, Live, list[Reported], dict]]:
+    """The agent's lab mock and a live server whose engine's report events are recorded, with
+    the environment that points the agent (its home and project in ``tmp_path``) at the mock."""
     (tmp_path / "project").mkdir()
-    with LoopbackServer(lab.mock(None)) as mock:
+    with LoopbackServer(LABS[agent].mock(None)) as mock:
         async with live_server(mode="sweep") as live:
             reports: list[Reported] = []
             live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
-            env = lab.prepare(tmp_path / "home", tmp_path / "project", mock.url)
-            config = _config_files(tmp_path / "home")
-            s = await live.create(
-                agent=agent,
-                command=lab.argv(binary, tmp_path / "project"),
-                cwd=str(tmp_path / "project"),
-                env=env,
-                rows=32,
-                cols=120,
-            )
-            sid = s["id"]
-            await shows(live, sid, AGENTS[agent]["ready"], 40)
-            await settled(live, sid)
+            env = LABS[agent].prepare(tmp_path / "home", tmp_path / "project", mock.url)
+            yield mock, live, reports, env
 
-            # a plain turn: working from the hooks, then idle when it ends
-            mark = len(reports)
-            before = len([r for r in mock.records() if r["event"] == "request"])
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:hello"})
-            assert r.status_code == 200, r.text
-            await wait_turn(mock, "done", 1, 30)
-            await until(
-                lambda: any(e.event in ended for e in reports[mark:]),
-                f"no turn-end hook arrived: {[e.event for e in reports]}\n" + "\n".join(await rows(live, sid)),
-            )
-            seen = [(e.event, e.state) for e in reports[mark:]]
-            assert any(ev in working and st == "working" for ev, st in seen), seen
-            assert any(ev in ended and st == "idle" for ev, st in seen), seen
-            assert len([r for r in mock.records() if r["event"] == "request"]) > before
 
-            # an escalated command: the permission hook reports blocked while the prompt is up
-            mark = len(reports)
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:bash"})
-            assert r.status_code == 200, r.text
-            await shows(live, sid, AGENTS[agent]["asked"], 30)
-            await until(
-                lambda: any(e.event in blocked for e in reports[mark:]),
-                f"no permission hook arrived: {[(e.event, e.state) for e in reports[mark:]]}",
-            )
-            assert [e.state for e in reports[mark:] if e.event in blocked] == ["blocked"]
-            info = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
-            assert info["decision"]["state"] == "blocked", info["decision"]
-            assert info["signals"]["report"]["state"] == "blocked", info["signals"]
-            assert info["signals"]["report"]["event"] in blocked, info["signals"]
-            r = await live.http.post(f"/api/sessions/{sid}/answer", json={**AGENTS[agent]["answer"], "confirm": True})
-            assert r.status_code == 200 and r.json()["took"] is True, r.text
-            await until(lambda: (tmp_path / "project" / "x.txt").exists(), "the approved command never ran")
-            await until(
-                lambda: any(e.event in ended for e in reports[mark:]),
-                f"the approved turn never ended: {[e.event for e in reports[mark:]]}",
-            )
-            await live.wait_state(sid, "idle", 20)
+async def launch_ready(live: Live, agent: str, binary: str, tmp_path: Path, env: dict, **size: int) -> str:
+    """The agent launched in its project as a service session, once it is ready and went quiet."""
+    project = tmp_path / "project"
+    s = await live.create(agent=agent, command=LABS[agent].argv(binary, project), cwd=str(project), env=env, **size)
+    await shows(live, s["id"], AGENTS[agent]["ready"], 40)
+    await settled(live, s["id"])
+    return s["id"]
 
-            # every payload named the agent's own session, the id the registry keeps for a resume
-            ids = {agent_session_id(e.payload) for e in reports}
-            assert len(ids) == 1 and None not in ids, ids
-            # the hooks came per launch: none was written into the user's own config files, which
-            # keep all they had (Codex itself adds its own TUI notes to config.toml: not ours)
-            after = _config_files(tmp_path / "home")
-            assert after.keys() == config.keys()
-            for name, before in config.items():
-                old, new = _parse(name, before), _parse(name, after[name])
-                assert "hooks" not in new and {k: new.get(k) for k in old} == old, name
-            _save(agent, reports)
-            await live.http.delete(f"/api/sessions/{sid}")
+
+async def send(live: Live, sid: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /send``, which must be accepted; its answer."""
+    r = await live.http.post(f"/api/sessions/{sid}/send", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("agent", list(EVENTS))
+async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path: Path) -> None:
+    _, binary = _lab(agent)
+    working, blocked, ended = EVENTS[agent]
+    async with reporting(agent, tmp_path) as (mock, live, reports, env):
+        config = _config_files(tmp_path / "home")  # before the launch: the hooks must not land in them
+        sid = await launch_ready(live, agent, binary, tmp_path, env, rows=32, cols=120)
+
+        # a plain turn: working from the hooks, then idle when it ends
+        mark = len(reports)
+        before = len([r for r in mock.records() if r["event"] == "request"])
+        await send(live, sid, {"text": "task:hello"})
+        await wait_turn(mock, "done", 1, 30)
+        await until(
+            lambda: any(e.event in ended for e in reports[mark:]),
+            f"no turn-end hook arrived: {[e.event for e in reports]}\n" + "\n".join(await rows(live, sid)),
+        )
+        seen = [(e.event, e.state) for e in reports[mark:]]
+        assert any(ev in working and st == "working" for ev, st in seen), seen
+        assert any(ev in ended and st == "idle" for ev, st in seen), seen
+        assert len([r for r in mock.records() if r["event"] == "request"]) > before
+
+        # an escalated command: the permission hook reports blocked while the prompt is up
+        mark = len(reports)
+        await send(live, sid, {"text": "task:bash"})
+        await shows(live, sid, AGENTS[agent]["asked"], 30)
+        await until(
+            lambda: any(e.event in blocked for e in reports[mark:]),
+            f"no permission hook arrived: {[(e.event, e.state) for e in reports[mark:]]}",
+        )
+        assert [e.state for e in reports[mark:] if e.event in blocked] == ["blocked"]
+        info = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
+        assert info["decision"]["state"] == "blocked", info["decision"]
+        assert info["signals"]["report"]["state"] == "blocked", info["signals"]
+        assert info["signals"]["report"]["event"] in blocked, info["signals"]
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={**AGENTS[agent]["answer"], "confirm": True})
+        assert r.status_code == 200 and r.json()["took"] is True, r.text
+        await until(lambda: (tmp_path / "project" / "x.txt").exists(), "the approved command never ran")
+        await until(
+            lambda: any(e.event in ended for e in reports[mark:]),
+            f"the approved turn never ended: {[e.event for e in reports[mark:]]}",
+        )
+        await live.wait_state(sid, "idle", 20)
+
+        # every payload named the agent's own session, the id the registry keeps for a resume
+        ids = {agent_session_id(e.payload) for e in reports}
+        assert len(ids) == 1 and None not in ids, ids
+        # the hooks came per launch: none was written into the user's own config files, which
+        # keep all they had (Codex itself adds its own TUI notes to config.toml: not ours)
+        after = _config_files(tmp_path / "home")
+        assert after.keys() == config.keys()
+        for name, before in config.items():
+            old, new = _parse(name, before), _parse(name, after[name])
+            assert "hooks" not in new and {k: new.get(k) for k in old} == old, name
+        _save(agent, reports)
+        await live.http.delete(f"/api/sessions/{sid}")
 
 
 async def test_codex_esc_mid_turn_reports_idle_by_its_interrupt_hook(tmp_path: Path) -> None:
     """Claude sends no hook when a turn is interrupted with Esc; Codex has ``Interrupt``, which
     the service adds: the report that says the turn ended comes from the agent itself."""
-    binary = _binary("codex")
-    lab = LABS["codex"]
-    (tmp_path / "project").mkdir()
-    with LoopbackServer(lab.mock(None)) as mock:
-        async with live_server(mode="sweep") as live:
-            reports: list[Reported] = []
-            live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
-            env = lab.prepare(tmp_path / "home", tmp_path / "project", mock.url)
-            s = await live.create(
-                agent="codex", command=lab.argv(binary, tmp_path / "project"), cwd=str(tmp_path / "project"), env=env
-            )
-            sid = s["id"]
-            await shows(live, sid, AGENTS["codex"]["ready"], 40)
-            await settled(live, sid)
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:slow"})
-            assert r.status_code == 200, r.text
-            await wait_turn(mock, "waiting", 1, 15)  # the model has not answered yet (3 s)
-            await until(lambda: any(e.event == "UserPromptSubmit" for e in reports), "no UserPromptSubmit")
-            mark = len(reports)
-            r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "\x1b", "enter": False})
-            assert r.status_code == 200 and r.json()["state_before"] == "working", r.text
-            await until(
-                lambda: any(e.event == "Interrupt" for e in reports[mark:]),
-                f"no Interrupt hook: {[e.event for e in reports[mark:]]}\n" + "\n".join(await rows(live, sid)),
-            )
-            assert [e.state for e in reports[mark:] if e.event == "Interrupt"] == ["idle"]
-            assert not any(e.event == "Stop" for e in reports[mark:])
-            await live.wait_state(sid, "idle", 10)
-            await live.http.delete(f"/api/sessions/{sid}")
+    _, binary = _lab("codex")
+    async with reporting("codex", tmp_path) as (mock, live, reports, env):
+        sid = await launch_ready(live, "codex", binary, tmp_path, env)
+        await send(live, sid, {"text": "task:slow"})
+        await wait_turn(mock, "waiting", 1, 15)  # the model has not answered yet (3 s)
+        await until(lambda: any(e.event == "UserPromptSubmit" for e in reports), "no UserPromptSubmit")
+        mark = len(reports)
+        sent = await send(live, sid, {"text": "\x1b", "enter": False})
+        assert sent["state_before"] == "working", sent
+        await until(
+            lambda: any(e.event == "Interrupt" for e in reports[mark:]),
+            f"no Interrupt hook: {[e.event for e in reports[mark:]]}\n" + "\n".join(await rows(live, sid)),
+        )
+        assert [e.state for e in reports[mark:] if e.event == "Interrupt"] == ["idle"]
+        assert not any(e.event == "Stop" for e in reports[mark:])
+        await live.wait_state(sid, "idle", 10)
+        await live.http.delete(f"/api/sessions/{sid}")
 
 
 def _config_files(home: Path) -> dict[str, bytes]:

@@ -208,14 +208,18 @@ def test_bad_regex_names_rule_and_line(tmp_path):
     assert "(busy)" in err.reason and "not a valid regex" in err.reason
 
 
-def test_unknown_state_is_refused(tmp_path):
-    err = refused(tmp_path, HEADER + TWO_RULES.replace('state = "working"', 'state = "waiting"'))
-    assert err.rule == 2 and "state" in err.reason
-
-
-def test_unknown_region_is_refused(tmp_path):
-    err = refused(tmp_path, HEADER + TWO_RULES.replace('why = "a prompt"', 'why = "a prompt"\nregion = "middle"'))
-    assert err.rule == 1 and "unknown region 'middle'" in err.reason
+@pytest.mark.parametrize(
+    ("line", "bad_line", "rule", "reason"),
+    [
+        pytest.param('state = "working"', 'state = "waiting"', 2, "state", id="unknown-state"),
+        pytest.param(
+            'why = "a prompt"', 'why = "a prompt"\nregion = "middle"', 1, "unknown region 'middle'", id="unknown-region"
+        ),
+    ],
+)
+def test_a_bad_rule_field_is_refused_naming_the_rule(tmp_path, line, bad_line, rule, reason):
+    err = refused(tmp_path, HEADER + TWO_RULES.replace(line, bad_line))
+    assert err.rule == rule and reason in err.reason
 
 
 def test_rule_without_patterns_and_duplicate_names_and_unknown_keys(tmp_path):

@@ -15,24 +15,19 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from claude_support import CLAUDE, NEEDS_CLAUDE
 from live import TOKEN, Live
 from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.hosting import open_hosting
 from panewatch.hosts.tmux import tmux_usable
-from panewatch_lab.claude_env import PINNED_VERSION, find_claude
 from panewatch_lab.mock_server import MockServer
 from panewatch_lab.scenario import load_scenario
 from test_live_claude import launch, screen_shows
 
-CLAUDE = find_claude()
 pytestmark = [
     pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}"),
-    pytest.mark.skipif(
-        CLAUDE is None,
-        reason="claude CLI not installed (npm install --prefix .lab-npm "
-        f"@anthropic-ai/claude-code@{PINNED_VERSION}, or set PANEWATCH_CLAUDE_BIN)",
-    ),
+    NEEDS_CLAUDE,
 ]
 
 
