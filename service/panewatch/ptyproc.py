@@ -238,15 +238,11 @@ class PtyProcess:
         if self.alive:
             self.signal(signal.SIGHUP)
             self.signal(signal.SIGCONT)
-            deadline = self.loop.time() + grace
-            while self.alive and self.loop.time() < deadline:
-                await asyncio.sleep(0.02)
-            if self.alive:
+            if not await exits_within(lambda: self.alive, grace):
                 if self.containment is not None and self._reaper is not None:
                     await self._reaper.kill_async(self.containment, include_root=True)
                 self.signal(signal.SIGKILL)
-                while self.alive:
-                    await asyncio.sleep(0.01)
+                await exits_within(lambda: self.alive, None)
         if self.containment is not None and self._reaper is not None:
             await self._reaper.kill_async(self.containment, include_root=self.alive)
             self._tree_killed = True
@@ -274,6 +270,18 @@ class PtyProcess:
             self._master_open = False
         if self._pidfd >= 0:
             self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)
+
+
+async def exits_within(alive: Callable[[], bool], grace: float | None) -> bool:
+    """Wait up to ``grace`` seconds (``None``: as long as it takes, after a SIGKILL) for
+    ``alive()`` to turn False, which the pidfd callback does; True if it did."""
+    loop = asyncio.get_running_loop()
+    deadline = None if grace is None else loop.time() + grace
+    while alive():
+        if deadline is not None and loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02 if deadline is not None else 0.01)
+    return True
 
 
 def release_pidfd(loop: asyncio.AbstractEventLoop, pidfd: int, proc: subprocess.Popen[bytes]) -> int:

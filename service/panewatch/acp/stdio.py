@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
 from ..outbox import Outbox
-from ..ptyproc import release_pidfd
+from ..ptyproc import exits_within, release_pidfd
 
 READ_SIZE = 256 * 1024
 #: Most bytes queued for an agent that is not reading its stdin before writes are refused.
@@ -159,13 +159,9 @@ class StdioChild:
         if self.alive:
             self._close_fd(self._in)
             self.signal(signal.SIGTERM)
-            deadline = self.loop.time() + grace
-            while self.alive and self.loop.time() < deadline:
-                await asyncio.sleep(0.02)
-            if self.alive:
+            if not await exits_within(lambda: self.alive, grace):
                 self.signal(signal.SIGKILL)
-                while self.alive:
-                    await asyncio.sleep(0.01)
+                await exits_within(lambda: self.alive, None)
         self.signal(signal.SIGKILL)  # stragglers of the group (the agent's own children)
         return self.returncode
 
