@@ -27,9 +27,10 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -421,3 +422,36 @@ class Reaper:
         with os.fdopen(fd, "w") as f:
             f.write(data)
         os.replace(tmp, self._registry)
+
+
+# -- one child process's end: waiting for it, and never leaving a zombie ----------------------
+_REAPERS: set[asyncio.Task[None]] = set()
+
+
+async def exits_within(alive: Callable[[], bool], grace: float | None) -> bool:
+    """Wait up to ``grace`` seconds (``None``: as long as it takes, after a SIGKILL) for
+    ``alive()`` to turn False, which the pidfd callback does; True if it did."""
+    loop = asyncio.get_running_loop()
+    deadline = None if grace is None else loop.time() + grace
+    while alive():
+        if deadline is not None and loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02 if deadline is not None else 0.01)
+    return True
+
+
+def release_pidfd(loop: asyncio.AbstractEventLoop, pidfd: int, proc: subprocess.Popen[bytes]) -> int:
+    """Stop watching a child's pidfd and close it; a child still running is reaped in the
+    background when it goes (no zombie). Returns -1, the closed descriptor's new value."""
+    loop.remove_reader(pidfd)
+    os.close(pidfd)
+    if proc.poll() is None:
+        task = asyncio.ensure_future(_reap_later(proc))
+        _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
+        task.add_done_callback(_REAPERS.discard)
+    return -1
+
+
+async def _reap_later(proc: subprocess.Popen[bytes]) -> None:
+    while proc.poll() is None:
+        await asyncio.sleep(0.5)

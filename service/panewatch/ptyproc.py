@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .outbox import Outbox
-from .proctree import Containment, Reaper, join_cgroup, signal_groups
+from .proctree import Containment, Reaper, exits_within, join_cgroup, release_pidfd, signal_groups
 
 READ_SIZE = 65536
 #: Most bytes queued for a child that is not reading its input before writes are refused.
@@ -29,7 +29,6 @@ WRITE_QUEUE_LIMIT = 1 << 20
 
 
 # background reapers of children still running after close (strong references until they finish)
-_REAPERS: set[asyncio.Task[None]] = set()
 
 
 class SpawnError(Exception):
@@ -270,32 +269,3 @@ class PtyProcess:
             self._master_open = False
         if self._pidfd >= 0:
             self._pidfd = release_pidfd(self.loop, self._pidfd, self._proc)
-
-
-async def exits_within(alive: Callable[[], bool], grace: float | None) -> bool:
-    """Wait up to ``grace`` seconds (``None``: as long as it takes, after a SIGKILL) for
-    ``alive()`` to turn False, which the pidfd callback does; True if it did."""
-    loop = asyncio.get_running_loop()
-    deadline = None if grace is None else loop.time() + grace
-    while alive():
-        if deadline is not None and loop.time() >= deadline:
-            return False
-        await asyncio.sleep(0.02 if deadline is not None else 0.01)
-    return True
-
-
-def release_pidfd(loop: asyncio.AbstractEventLoop, pidfd: int, proc: subprocess.Popen[bytes]) -> int:
-    """Stop watching a child's pidfd and close it; a child still running is reaped in the
-    background when it goes (no zombie). Returns -1, the closed descriptor's new value."""
-    loop.remove_reader(pidfd)
-    os.close(pidfd)
-    if proc.poll() is None:
-        task = asyncio.ensure_future(_reap_later(proc))
-        _REAPERS.add(task)  # the loop holds tasks weakly: keep it until it is done
-        task.add_done_callback(_REAPERS.discard)
-    return -1
-
-
-async def _reap_later(proc: subprocess.Popen[bytes]) -> None:
-    while proc.poll() is None:
-        await asyncio.sleep(0.5)

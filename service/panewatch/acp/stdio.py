@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
 from ..outbox import Outbox
-from ..ptyproc import exits_within, release_pidfd
+from ..proctree import exits_within, release_pidfd
 
 READ_SIZE = 256 * 1024
 #: Most bytes queued for an agent that is not reading its stdin before writes are refused.
