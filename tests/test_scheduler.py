@@ -157,6 +157,38 @@ def test_change_mode_reads_small_changes_once_output_pauses_not_per_frame():
     assert flow.of("due") == ["a", "b"]  # nothing new: no more reads
 
 
+def test_spinner_frames_adding_up_past_change_bytes_are_still_small_changes():
+    # Claude's spinner line is ~70 bytes at 10 Hz: four frames pass change_bytes between two
+    # reads, but each is a burst of its own, so a working pane is not read every fourth frame
+    clock, flow, sched = make(
+        Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256, pause_s=0.12)
+    )
+    sched.start()
+    p = pane(clock, 12, 80)
+    sched.add("a", p)
+    for _ in range(30):  # 3 s of frames: 2,100 bytes unread in all
+        deliver(sched, "a", p, b"\x1b[5A\r* Sauteing... (2s - 47 tokens - esc to interrupt)\x1b[K\x1b[5B\r")
+        clock.advance(0.1)
+    assert flow.of("due") == []
+    # the dialog: one repaint of a few hundred bytes, read once it settles
+    deliver(sched, "a", p, b"\x1b[2J\x1b[H" + b"Do you want to proceed?\r\n" * 12)
+    clock.advance(0.05)
+    assert flow.of("due") == ["a"]
+
+
+def test_a_repaint_cut_by_the_cap_has_its_tail_read_at_its_own_settle():
+    clock, flow, sched = make(Timing(mode="change", sweep_s=5.0, settle_s=0.04, cap_s=0.15, change_bytes=256))
+    p = pane(clock, 12, 60)
+    sched.add("a", p)
+    for _ in range(16):  # one burst of 160 ms: the cap reads it mid-way
+        deliver(sched, "a", p, b"r" * 300)
+        clock.advance(0.01)
+    assert flow.of("due") == ["a"]
+    deliver(sched, "a", p, b"t" * 10)  # its last few bytes, still the same burst
+    clock.advance(0.045)
+    assert flow.of("due") == ["a", "a"]  # read 40 ms after the tail, not after a pause
+
+
 def test_the_sweep_leaves_a_flowing_pane_to_its_pause_read_until_the_backstop():
     _, _, sched = make(Timing(mode="change", pause_s=0.12, backstop_s=2.8))
     clock = sched.clock

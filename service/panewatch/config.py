@@ -56,7 +56,7 @@ class Settings(BaseSettings):
         256,
         ge=0,
         le=1 << 20,
-        description="change mode: output since the last read that is read at once; less (a spinner frame) waits up to sweep_ms",
+        description="change mode: a burst of output (no 20 ms gap) this big is read once it settles; a smaller one (a spinner frame) once the pane pauses",
     )
     manifests: Path | None = Field(None, description="extra manifest folder, overriding the bundled ones")
     report_freshness_s: float = Field(60.0, gt=0, description="how long a hook report is trusted")

@@ -20,6 +20,9 @@ from .states import Decision, Source, State
 #: How often the foreground program's name is re-read when its process group stays the same.
 FG_REREAD_S = 2.0
 
+#: Output with no gap this long is one burst (one repaint, written at once or split by the PTY).
+BURST_GAP_S = 0.02
+
 #: Gaps between bursts up to this long are a pane's drawing rhythm; longer ones are pauses.
 RHYTHM_MAX_S = 0.3
 
@@ -57,7 +60,7 @@ class Pane:
         self.own_pid = own_pid  # the launched process (its shell coming back means "shell back")
         self.pending = bytearray()  # received, not yet fed to the screen
         self.unread_bytes = 0  # output since the screen was last classified
-        self.hot_until = float("-inf")  # change mode: read small changes promptly until then
+        self.burst_bytes = 0  # output since the last gap of ``BURST_GAP_S`` (one repaint)
         self.rhythm = 0.0  # smoothed gap between bursts shorter than RHYTHM_MAX_S
         self.bytes_read = 0
         self.bytes_fed = 0
@@ -96,6 +99,9 @@ class Pane:
         self.unread_bytes += len(data)
         now = self.clock()
         gap = now - self.last_output
+        if gap >= BURST_GAP_S:
+            self.burst_bytes = 0
+        self.burst_bytes += len(data)
         if 0 < gap < RHYTHM_MAX_S:  # the pane's own drawing rhythm (a spinner's tick), smoothed
             self.rhythm = gap if not self.rhythm else self.rhythm + (gap - self.rhythm) / 4
         self.last_output = now

@@ -9,9 +9,11 @@ One component with an injected clock, so its rules are tested by moving a clock 
   ``low_water`` (its agent blocks on write, as behind a terminal that cannot keep up);
 - the sweep reads every pane whose screen or signals moved, every ``sweep_s``;
 - change mode reads a pane once its output pauses (``settle_s``), at most ``cap_s`` after a
-  big change (a dialog, a whole repaint); after small changes (a spinner frame, a status line
-  erased) it reads the pane once its output has stopped for ``pause_s``: an agent that finishes
-  or asks stops drawing, while a working one keeps its spinner going and is not read per frame.
+  big change (a burst of at least ``change_bytes``: a dialog, a whole repaint); after small
+  changes (a spinner frame, a status line erased) it reads the pane once its output has stopped
+  for ``pause_s``: an agent that finishes or asks stops drawing, while a working one keeps its
+  spinner going and is not read per frame. Big is one burst's size (``Pane.burst_bytes``), not
+  what piled up since the last read: four 70-byte spinner frames are not a repaint.
   Every pane's planned read is an entry in one heap and one timer (on a ``grain_s`` grid) waits
   for the first: output only moves its pane's due time, so a pane that keeps drawing costs no
   wake-up at all. Loop wake-ups, not the reads, were what made change mode cost more than the
@@ -195,16 +197,12 @@ class Scheduler:
         self._sweep_timer = self.clock.call_at(self.clock.time() + self.timing.sweep_interval, self._sweep)
 
     # -- change mode: one heap of due reads, one timer for every pane ----------------------
-    def _hot(self, pane: Pane, now: float) -> bool:
-        """Enough output to read at once, or the tail of a repaint that was just read."""
-        return pane.unread_bytes >= self.timing.change_bytes or now < pane.hot_until
-
     def _schedule_change(self, key: str, pane: Pane) -> None:
         """Plan the pane's read: a big change (a dialog, a repaint of hundreds of bytes) once
         output pauses for ``settle_s``, at most ``cap_s`` after it began; a small one (a spinner
         frame) once output stops for ``_pause``. Nothing wakes the loop per frame: a pane still
         drawing only moves its own due time, and only the earliest due time holds the timer."""
-        if key not in self._big and self._hot(pane, self.clock.time()):
+        if key not in self._big and pane.burst_bytes >= self.timing.change_bytes:
             self._big[key] = self.clock.time()
         when = self._when(key, pane)
         planned = self._due.get(key)
@@ -275,12 +273,9 @@ class Scheduler:
             _, key = heapq.heappop(heap)
             del self._due[key]
             pane = self._panes[key]  # (_settle_top leaves a known pane first)
-            if self._big.pop(key, None) is not None:
-                if pane.unread_bytes >= t.change_bytes:
-                    # the tail of a big repaint, split over reads, is read promptly too
-                    pane.hot_until = now + 2 * t.settle_s
-                self._read(key, pane, now)
-            elif pane.unread_bytes:
+            # a repaint still going on when ``cap_s`` made it read stays one burst: its tail
+            # is big too, and read at its own settle
+            if self._big.pop(key, None) is not None or pane.unread_bytes:
                 self._read(key, pane, now)
             self._settle_top()
             if self.perf() - start >= t.tick_budget_s:
