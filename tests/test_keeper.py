@@ -8,9 +8,11 @@ import asyncio
 import sys
 from pathlib import Path
 
+from engine_support import memory_rig
+from panes_support import IDLE, PROMPT
 from panewatch.engine import Engine
 from panewatch.hosts.pty import PtyHost
-from panewatch.keeper import Keeper
+from panewatch.keeper import STATE_SAVE_S, Keeper
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.registry import Registry, hash_token
 from panewatch.session import SessionSpec
@@ -64,3 +66,33 @@ async def test_pty_sessions_come_back_lost_or_exited_with_their_screen(tmp_path:
     finally:
         await second.stop()
         await first.stop()
+
+
+async def test_state_changes_reach_the_registry_together_within_state_save_s(tmp_path: Path) -> None:
+    # a state change is not a write of its own on the engine's read path: it waits, at most
+    # STATE_SAVE_S, for the others, and all go in one transaction; stopping writes what is left
+    keeper = Keeper(Registry.in_state_dir(tmp_path))
+    writes: list[int] = []
+    update_many = keeper.registry.update_many
+    keeper.registry.update_many = lambda rows: (writes.append(len(rows)), update_many(rows))[1]  # type: ignore[method-assign]
+    async with memory_rig(keeper=keeper) as rig:
+        a, agent_a = rig.create()
+        b, agent_b = rig.create()
+        await rig.settle(0.2)
+        flushed = len(writes)
+        agent_a.emit(PROMPT)
+        agent_b.exit(3)
+        await rig.settle(0.2)
+        assert rig.engine.get(a)["state"] == "blocked" and rig.engine.get(b)["state"] == "exited"
+        assert len(writes) == flushed  # not yet: both wait for the flush
+        assert keeper.registry.get(b).state != "exited"
+        await rig.settle(STATE_SAVE_S)
+        assert writes[flushed:] == [2]  # both sessions, one transaction
+        assert keeper.registry.get(a).state == "blocked"
+        assert (keeper.registry.get(b).state, keeper.registry.get(b).exit_code) == ("exited", 3)
+        assert "Do you want to proceed?" in keeper.registry.get(a).last_screen
+        agent_a.emit(IDLE)
+        await rig.settle(0.2)
+    # the engine stopped before the flush was due: what was left was written on the way out
+    reopened = Registry.in_state_dir(tmp_path)
+    assert reopened.get(a).state == rig.engine.get(a)["state"] != "blocked"

@@ -17,6 +17,7 @@ import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .clock import Timer
 from .events import Created, Deleted, Output, Reported, StateChanged
 from .hosts.base import HostError, LaunchSpec, SpawnError
 from .integrations import hooked, integration
@@ -33,6 +34,8 @@ log = logging.getLogger("panewatch.keeper")
 
 #: How often changed screens are written to the registry (a killed server loses at most this much).
 SCREEN_SAVE_S = 2.0
+#: How long a state change may wait to be written with the others (same: lost on a kill -9).
+STATE_SAVE_S = 0.5
 LOST_HOST_GONE = "its pane is gone (the tmux server or the machine restarted)"
 LOST_NOT_KEPT = "the {kind} host's agents end with the server that started them"
 NO_REGISTRY = {"possible": False, "why": "resume needs the session registry (the state folder)"}
@@ -46,6 +49,8 @@ class Keeper:
         self.engine: Engine | None = None
         self._unsubscribe: Any = None
         self._known: set[str] = set()
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._flush_handle: Timer | None = None
 
     # -- recording ---------------------------------------------------------------------------
     def bind(self, engine: Engine) -> None:
@@ -80,6 +85,7 @@ class Keeper:
                     log.exception("could not save screens to %s", self.registry.path)
 
     def close(self) -> None:
+        self.flush()
         saver = getattr(self, "_saver", None)
         if saver is not None:
             saver.cancel()
@@ -102,6 +108,7 @@ class Keeper:
                 self._state(event)
             elif isinstance(event, Deleted):
                 self._known.discard(event.session)
+                self._pending.pop(event.session, None)
                 self.registry.remove(event.session)
             elif isinstance(event, Reported):
                 found = agent_session_id(event.payload)
@@ -146,17 +153,41 @@ class Keeper:
             return
         if event.session not in self._known:
             self._created(event.session)
-        screen = session.pane.screen
-        self.registry.update(
-            event.session,
-            state=str(event.state),
-            since=event.at,
-            why=event.why,
-            exit_code=event.exit_code,
-            rows=screen.rows,
-            cols=screen.cols,
-            last_screen=json.dumps(screen.lines()),
-        )
+        # kept for the next flush: a state change is one row in a transaction every
+        # ``STATE_SAVE_S``, not a write of its own on the engine's read path
+        self._pending[event.session] = {
+            "state": str(event.state),
+            "since": event.at,
+            "why": event.why,
+            "exit_code": event.exit_code,
+        }
+        if self._flush_handle is None:
+            assert self.engine is not None
+            clock = self.engine.panes.clock  # the engine's: a test moves it by hand
+            self._flush_handle = clock.call_at(clock.time() + STATE_SAVE_S, self.flush)
+
+    def flush(self) -> None:
+        """Write the state changes kept since the last flush, each with its screen as it is now."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        pending, self._pending = self._pending, {}
+        rows = []
+        for sid, values in pending.items():
+            session = self._session(sid)
+            if session is not None:
+                screen = session.pane.screen
+                rows.append(
+                    (
+                        sid,
+                        {**values, "rows": screen.rows, "cols": screen.cols, "last_screen": json.dumps(screen.lines())},
+                    )
+                )
+        if rows:
+            try:
+                self.registry.update_many(rows)
+            except Exception:  # the registry must never take the engine down with it
+                log.exception("could not update the session registry %s", self.registry.path)
 
     # -- restoring ---------------------------------------------------------------------------
     async def restore(self) -> None:

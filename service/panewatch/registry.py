@@ -200,6 +200,13 @@ class Registry:
         sets = ", ".join(f"{k} = :{k}" for k in values)
         self._conn.execute(f"UPDATE sessions SET {sets} WHERE id = :id", {**values, "id": sid})
 
+    def update_many(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """Several sessions' ``update`` in one transaction (one write to the file, not one each)."""
+        with self._conn:
+            self._conn.execute("BEGIN")
+            for sid, values in rows:
+                self.update(sid, **values)
+
     def set_state(
         self, sid: str, state: str, since: float, why: str | None = None, exit_code: int | None = None
     ) -> None:
