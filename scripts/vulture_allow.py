@@ -83,3 +83,9 @@ pauses  # hosts.tmux: TmuxHost counter benchmarks/hosts.py prints
 kill_server  # hosts.tmux: tests end the private tmux server (an agent host that outlives Panewatch)
 set_state  # registry: the registry's state column, driven by tests/test_registry.py
 row_factory  # registry: sqlite3.Connection attribute
+
+# logging module switches, read by logging.LogRecord (logs.setup_logging turns them off)
+logThreads  # logging
+logProcesses  # logging
+logMultiprocessing  # logging
+_srcfile  # logging

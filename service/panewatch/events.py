@@ -178,8 +178,9 @@ class EventStream:
             if self._queue:
                 return self._queue.popleft()
             self._ready.clear()
-            try:
-                await asyncio.wait_for(self._ready.wait(), self._heartbeat)
+            try:  # (``timeout`` rather than ``wait_for``: no task of its own per event waited for)
+                async with asyncio.timeout(self._heartbeat):
+                    await self._ready.wait()
             except TimeoutError:
                 return Ping()
 

@@ -42,6 +42,12 @@ UVICORN_LOGGERS = {"uvicorn": logging.WARNING, "uvicorn.error": logging.WARNING,
 def setup_logging(json_lines: bool = False, level: int = logging.INFO) -> None:
     """One handler on stderr for Panewatch's loggers and uvicorn's (start uvicorn with
     ``log_config=None`` so that it keeps them)."""
+    # Neither format shows the caller, thread or process, so records do not gather them (the
+    # logging HOWTO's "Optimization"): every state change is a log line, on the read path.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
     handler = logging.StreamHandler()
     handler.setFormatter(_JsonFormatter() if json_lines else _TextFormatter())
     for name, least in {"panewatch": level, **UVICORN_LOGGERS}.items():
