@@ -16,8 +16,9 @@ One component with an injected clock, so its rules are tested by moving a clock 
   what piled up since the last read: four 70-byte spinner frames are not a repaint.
   Every pane's planned read is an entry in one heap and one timer (on a ``grain_s`` grid) waits
   for the first: output only moves its pane's due time, so a pane that keeps drawing costs no
-  wake-up at all. Loop wake-ups, not the reads, were what made change mode cost more than the
-  sweep. A pane whose output never pauses is still read by the sweep every ``backstop_s``.
+  wake-up at all (what this planning, and reading each change alone, still cost beside the
+  sweep is measured in benchmarks/RESULTS.md). A pane whose output never pauses is still read
+  by the sweep every ``backstop_s``.
 """
 
 from __future__ import annotations
