@@ -28,9 +28,6 @@ READ_SIZE = 65536
 WRITE_QUEUE_LIMIT = 1 << 20
 
 
-# background reapers of children still running after close (strong references until they finish)
-
-
 class SpawnError(Exception):
     """The command could not be started (not found, not executable, bad folder)."""
 
