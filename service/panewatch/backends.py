@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from .oob import OutOfBand
 from .screen import Cursor, Screen
 
 BACKENDS = ("pyte", "ghostty")
@@ -30,6 +31,7 @@ class ScreenLike(Protocol):
     rows: int
     cols: int
     seq: int
+    oob: OutOfBand  # what the agent says out of band (OSC 7501, 9;4, 9/99/777)
 
     def feed(self, data: bytes) -> None: ...
     def feed_text(self, text: str) -> None: ...

@@ -6,9 +6,13 @@ import asyncio
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import websockets
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
@@ -63,3 +67,84 @@ def wait_for_state(sid: str, until: str, *, timeout: float | None, url: str | No
     if not reached:
         print(f"panewatch: {sid} did not reach {until} in time", file=sys.stderr)
     return 0 if reached else 1
+
+
+def server_token(token: str | None, token_file: str | None, state_dir: str | None) -> str | None:
+    """The API token for a command run beside the server: ``--token``/``PANEWATCH_TOKEN``, a token
+    file, else the one the server keeps in its state folder (readable by this user only)."""
+    from pathlib import Path
+
+    from .config import default_state_dir
+    from .statedir import TOKEN_FILE
+
+    token = token or os.environ.get("PANEWATCH_TOKEN")
+    if token:
+        return token
+    candidates = [token_file or os.environ.get("PANEWATCH_TOKEN_FILE")]
+    candidates.append(str(Path(state_dir or os.environ.get("PANEWATCH_STATE_DIR") or default_state_dir()) / TOKEN_FILE))
+    for path in candidates:
+        if path:
+            try:
+                first = Path(path).read_text().strip().splitlines()
+            except OSError:
+                continue
+            if first and len(first[0]) >= 8:
+                return first[0]
+    return None
+
+
+def pair(
+    *, url: str | None, token: str | None, token_file: str | None, state_dir: str | None, image: str | None, qr: bool
+) -> int:
+    """``panewatch pair``: a one-time code from the running server, its URL and QR (printed in
+    the terminal; ``image`` also saves it as .png or .svg)."""
+    import segno
+
+    r = _post_to_server("/api/devices/pair", 201, url=url, token=token, token_file=token_file, state_dir=state_dir)
+    if r is None:
+        return 2
+    code = r.json()
+    made = segno.make(code["url"], error="m")
+    if qr:
+        made.terminal(out=sys.stdout, compact=True)
+    print(f"Pairing code {code['code']} (one use, {code['expires_in_s'] // 60} minutes): open {code['url']}")
+    if code.get("note"):
+        print(f"note: {code['note']}", file=sys.stderr)
+    if image:
+        made.save(image, scale=8, border=2)
+        print(f"QR code saved to {image}")
+    return 0
+
+
+def policy_switch(action: str, *, url: str | None, token_file: str | None, state_dir: str | None) -> int:
+    """``panewatch policy pause|resume``: the running server's kill switch (0: done, 2: refused)."""
+    r = _post_to_server(f"/api/policy/{action}", 200, url=url, token=None, token_file=token_file, state_dir=state_dir)
+    if r is None:
+        return 2
+    body = r.json()
+    print(f"policy {'paused' if body['paused'] else 'resumed'} ({body['file'] or 'no policy file'})")
+    return 0
+
+
+def _post_to_server(
+    path: str, expected: int, *, url: str | None, token: str | None, token_file: str | None, state_dir: str | None
+) -> httpx.Response | None:
+    """POST ``path`` to the running server with its token; None (said on stderr) when there is no
+    token, the server cannot be reached or it answers anything but ``expected``."""
+    import httpx
+
+    url = (url or os.environ.get("PANEWATCH_URL") or DEFAULT_URL).rstrip("/")
+    found = server_token(token, token_file, state_dir)
+    if not found:
+        print("panewatch: no token: give --token-file or set PANEWATCH_TOKEN (or --state-dir)", file=sys.stderr)
+        return None
+    try:
+        r = httpx.post(f"{url}{path}", headers={"Authorization": f"Bearer {found}"}, timeout=10)
+    except httpx.HTTPError as exc:
+        print(f"panewatch: cannot reach {url}: {exc}", file=sys.stderr)
+        return None
+    if r.status_code != expected:
+        detail = r.json().get("detail") if r.headers.get("content-type", "").startswith("application/json") else r.text
+        print(f"panewatch: the server refused ({r.status_code}): {detail}", file=sys.stderr)
+        return None
+    return r

@@ -8,8 +8,9 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -38,11 +39,22 @@ class Settings(BaseSettings):
         description="private folder for the report socket and the pane registry "
         "(default $XDG_STATE_HOME/panewatch, else ~/.local/state/panewatch)",
     )
+    agent_users: list[str] = Field(
+        default_factory=list,
+        description="users other than the server's that agents run as (sudo -u, runuser, setpriv): the state folder "
+        "becomes 0711 so their hooks reach the report socket (files stay 0600), checked at start",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names accepted besides loopback ones and public_url's (DNS-rebinding guard)",
     )
     max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30, description="largest request body of any endpoint")
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="time a connection to the API port has to send its request head (then 408 and closed)",
+    )
     login_ttl_s: float = Field(12 * 3600.0, gt=0, description="life of a dashboard login (its cookie)")
     sweep_ms: int = Field(700, ge=20, le=60_000, description="interval of the classification sweep")
     mode: Literal["sweep", "change"] = Field(
@@ -59,6 +71,9 @@ class Settings(BaseSettings):
         description="change mode: a burst of output (no 20 ms gap) this big is read once it settles; a smaller one (a spinner frame) once the pane pauses",
     )
     manifests: Path | None = Field(None, description="extra manifest folder, overriding the bundled ones")
+    policy_file: Path | None = Field(
+        None, description="the approval policy (TOML rules, first match wins), re-read when it changes"
+    )
     report_freshness_s: float = Field(60.0, gt=0, description="how long a hook report is trusted")
     cooldown_s: float = Field(30.0, ge=0, description="notifications: per session and state")
     notify_webhook: str | None = Field(None, description="URL that gets a JSON POST per notification")
@@ -68,7 +83,11 @@ class Settings(BaseSettings):
         description="the service's URL as browsers and agents reach it (agents get it as PANEWATCH_URL; "
         "its host is allowed; https makes the login cookie Secure)",
     )
-    allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on WebSockets")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="extra Origins trusted as the dashboard's own: on WebSockets, and on POST/PUT/PATCH/DELETE "
+        'authenticated by the login cookie ("*": any, which turns that check off)',
+    )
     screen_interval_ms: int = Field(100, ge=10, le=10_000, description="screen WebSocket: least time between frames")
     transcripts: Path | None = Field(None, description="folder for asciicast recordings of every session")
     transcript_max_bytes: int = Field(50 * 1024 * 1024, ge=4096, description="size cap of one recording")
@@ -76,6 +95,12 @@ class Settings(BaseSettings):
         None,
         description="where agents run: tmux (they outlive a restart of the server; the default when tmux "
         "3.2+ is installed) or pty (children of the server)",
+    )
+    contain: bool = Field(
+        True,
+        description="run each agent in its own bubblewrap sandbox (own PID namespace and /dev, no capabilities, "
+        "the state folder and the server's secrets hidden, TIOCSTI refused) so that no agent can read or type "
+        "into another pane; where bubblewrap cannot run, serve says what is lost; --no-contain turns it off",
     )
     backend: Literal["auto", "pyte", "ghostty"] = Field(
         "auto",
@@ -92,6 +117,41 @@ class Settings(BaseSettings):
     cluster_tls_ca: Path | None = Field(None, description="CA bundle that signs the NATS server's certificate")
     cluster_tls_cert: Path | None = Field(None, description="client certificate for NATS (mutual TLS)")
     cluster_tls_key: Path | None = Field(None, description="key of the client certificate")
+    push_subject: str | None = Field(
+        None,
+        description="VAPID subject of Web Push (a mailto: or https: URL the push services can reach you at; "
+        "default: public_url when https, else mailto:panewatch@localhost, which Apple's push service refuses)",
+    )
+    push_ack_s: float = Field(
+        60.0, gt=0, le=86_400, description="Web Push: a push not acknowledged (shown) this long escalates"
+    )
+    push_escalate: list[str] = Field(
+        default_factory=list,
+        description='Web Push: where an unacknowledged push escalates, in order, once per prompt: "device:NAME" '
+        '(a device pushed only then), "webhook" (notify_webhook), "command" (notify_command); a sink named here '
+        "gets blocked prompts only by escalation while any device is subscribed",
+    )
+    push_kinds: list[str] = Field(
+        default_factory=lambda: ["blocked"],
+        description='Web Push: the notifications pushed: "blocked", "idle" (a turn ended), "desktop" (the agent\'s own)',
+    )
+    push_ttl_s: int = Field(3600, ge=0, le=28 * 86_400, description="Web Push: how long a push service keeps a push")
+    push_allow_loopback: bool = Field(
+        False, description="Web Push: accept http:// push endpoints on loopback (a stand-in push service, for tests)"
+    )
+    ledger_days: int = Field(
+        0,
+        ge=0,
+        le=36_500,
+        description="the ledger keeps decisions this many days (0: forever); pruning keeps its chain",
+    )
+    tls_cert: Path | None = Field(None, description="TLS certificate (PEM) to serve https:// with; needs tls_key")
+    tls_key: Path | None = Field(None, description="private key (PEM) of tls_cert")
+    insecure_http: bool = Field(
+        False,
+        description="serve plain http on an address other than loopback (refused otherwise: the token, "
+        "logins and answers would cross the network readable)",
+    )
     config: Path | None = Field(None, description="TOML file with any of these options")
 
     @field_validator("token_file")
@@ -100,6 +160,48 @@ class Settings(BaseSettings):
         if value is not None and not value.is_file():
             raise ValueError(f"{value} is not a file")
         return value
+
+    @field_validator("tls_cert", "tls_key")
+    @classmethod
+    def _pem(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"{value} is not a file")
+        return value
+
+    @field_validator("push_subject")
+    @classmethod
+    def _subject(cls, value: str | None) -> str | None:
+        """Push services (Apple's first) drop pushes whose VAPID subject is not a contact URL."""
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme == "mailto" and "@" in parts.path and not parts.netloc:
+            return value
+        if parts.scheme == "https" and parts.hostname:
+            return value
+        raise ValueError("must be a mailto: address (mailto:you@example.com) or an https: URL")
+
+    @field_validator("push_escalate")
+    @classmethod
+    def _chain(cls, value: list[str]) -> list[str]:
+        for step in value:
+            if step not in ("webhook", "command") and not (step.startswith("device:") and len(step) > 7):
+                raise ValueError(f'unknown step {step!r}: give "device:NAME", "webhook" or "command"')
+        return value
+
+    @field_validator("push_kinds")
+    @classmethod
+    def _kinds(cls, value: list[str]) -> list[str]:
+        bad = set(value) - {"blocked", "idle", "desktop"}
+        if bad:
+            raise ValueError(f'unknown kind {sorted(bad)[0]!r}: give "blocked", "idle" or "desktop"')
+        return value
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Settings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both, or neither")
+        return self
 
     @field_validator("manifests", "transcripts", "state_dir")
     @classmethod
@@ -142,7 +244,7 @@ class ConfigError(ValueError):
 
 
 #: Shorter flags the issue tracker and the README use for some options.
-ALIASES: dict[str, tuple[str, ...]] = {"cluster_url": ("--cluster",)}
+ALIASES: dict[str, tuple[str, ...]] = {"cluster_url": ("--cluster",), "policy_file": ("--policy",)}
 
 #: Options whose values are never repeated back in an error message.
 SECRET_FIELDS = frozenset({"token"})
@@ -189,7 +291,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                 f"{field.description}; repeat the flag for several (env {env_name(name)} as a JSON list; default none)"
             )
         elif Path in get_args(field.annotation):
-            kwargs["metavar"] = "FILE" if name in ("config", "token_file") else "DIR"
+            kwargs["metavar"] = (
+                "FILE" if name in ("config", "token_file", "tls_cert", "tls_key", "policy_file") else "DIR"
+            )
         else:
             kwargs["metavar"] = _metavar(field.annotation) or name.split("_")[-1].upper()
         aliases = ALIASES.get(name, ())

@@ -38,11 +38,27 @@ class Conflict(PanewatchError):
         self.decision = decision
 
 
+class PromptGone(Conflict):
+    """An answer named a prompt (its prompt id) that is no longer the one on the pane: answered
+    already, withdrawn, or replaced by a newer prompt. Nothing was written."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__(
+            "this prompt is gone: the pane shows another prompt now, or none; read it again before answering",
+            decision,
+        )
+
+
 class NotReadingInput(Conflict):
     """The agent is not reading its input (or is gone): the bytes were not queued."""
 
     def __init__(self, detail: str, decision: Decision) -> None:
         super().__init__(f"the agent is not reading its input ({detail})", decision)
+
+
+class StartupRefused(Exception):
+    """The server cannot start as configured (the cluster refused it, nats-py is missing...): one
+    line to print before anything listens. Not a domain error: no request ever sees it."""
 
 
 class Unavailable(PanewatchError):

@@ -11,9 +11,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .manifest import State
+from .states import RULE_STATES, State
 
 TRUTH_FILE = "truth.toml"
 
@@ -27,6 +27,13 @@ class FixtureTruth(BaseModel):
     cols: int = Field(ge=10, le=1000)
     kind: str = ""
     note: str = ""
+
+    @field_validator("state")
+    @classmethod
+    def _screen_state(cls, value: State) -> State:
+        if value not in RULE_STATES:
+            raise ValueError(f"a screen shows blocked, working or idle, not {value}")
+        return value
 
 
 class TruthFile(BaseModel):

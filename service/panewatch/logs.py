@@ -30,6 +30,9 @@ class _JsonFormatter(logging.Formatter):
         session = getattr(record, "session", None)
         if session:
             out["session"] = session
+        actor = getattr(record, "actor", None)  # who made a write: the token, a login, a device
+        if actor:
+            out["actor"] = actor
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False)

@@ -25,8 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-#: The states a rule may give (``states.RULE_STATES``; ``exited`` and ``lost`` come from the process).
-State = Literal["blocked", "working", "idle"]
+from .resume import ResumeSpec
+from .states import RULE_STATES, State
 
 #: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end
 #: in a label (Claude 2.1.332 writes the session's name there after a plan: ``──── lab-plan ─``).
@@ -336,13 +336,102 @@ def compile_rule_pattern(pattern: str, flags: int) -> Any:
     return re.compile(pattern, flags)
 
 
+def _checked_pattern(pattern: str) -> str:
+    """A valid regex without a backtracking hazard (every pattern a manifest gives)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"{pattern!r} is not a valid regex: {exc}") from None
+    hazard = backtracking_hazard(pattern)
+    if hazard:
+        raise ValueError(f"{pattern!r} is refused: {hazard}")
+    return pattern
+
+
+class TextRead(BaseModel):
+    """Where a piece of a request stands in the rule's region: group 1 (or the whole match) of
+    the first line matching ``line``; or the non-empty lines after the first line matching
+    ``after``, up to a line matching ``until`` (without ``until``: one line). ``tool``: only
+    when the tool read off the same screen is that one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    line: str | None = None
+    after: str | None = None
+    until: str | None = None
+    tool: str | None = Field(default=None, max_length=64)
+
+    @field_validator("line", "after", "until")
+    @classmethod
+    def _valid(cls, value: str | None) -> str | None:
+        return None if value is None else _checked_pattern(value)
+
+    @model_validator(mode="after")
+    def _one_way(self) -> TextRead:
+        if (self.line is None) == (self.after is None):
+            raise ValueError("give exactly one of `line` and `after`")
+        if self.until is not None and self.after is None:
+            raise ValueError("`until` goes with `after`")
+        return self
+
+
+class SubjectRead(TextRead):
+    """The thing a request is about, and what kind of thing it is."""
+
+    kind: Literal["command", "path", "url"]
+
+
+class ToolRead(BaseModel):
+    """The tool a request names when a line of the region matches ``line``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64)
+    line: str
+
+    @field_validator("line")
+    @classmethod
+    def _valid(cls, value: str) -> str:
+        return _checked_pattern(value)
+
+
+class RequestRead(BaseModel):
+    """How a blocked rule's screen says what is asked (the first read that finds text wins):
+    the question, the tool, the subject (a command, path or URL) and a detail line. ``region``
+    defaults to the rule's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    region: str | None = None
+    question: list[TextRead] = []
+    tools: list[ToolRead] = []
+    subjects: list[SubjectRead] = []
+    detail: list[TextRead] = []
+    #: The options the approval policy answers (searched in each option's label): the one that
+    #: approves this request once, and the one that refuses it.
+    approve_once: str | None = None
+    refuse: str | None = None
+
+    @field_validator("approve_once", "refuse")
+    @classmethod
+    def _valid_option(cls, value: str | None) -> str | None:
+        return None if value is None else _checked_pattern(value)
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str | None) -> str | None:
+        if value is not None and not _REGION.match(value):
+            raise ValueError(f"unknown region {value!r}; known: {REGIONS_HELP}")
+        return value
+
+
 class Rule(BaseModel):
     """One screen rule: regexes searched in a region of the visible screen."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    state: State
+    state: State  # one of ``RULE_STATES``: exited and lost come from the process
     why: str = Field(min_length=1)
     region: str = "screen"
     #: Keep only the last N non-empty lines of the region.
@@ -351,6 +440,15 @@ class Rule(BaseModel):
     all: list[str] = []
     not_: list[str] = Field(default=[], alias="not")
     ignore_case: bool = False
+    #: What a blocked rule's screen asks (``[rules.request]``): read for ``request`` in the API.
+    request: RequestRead | None = None
+
+    @field_validator("state")
+    @classmethod
+    def _rule_state(cls, value: State) -> State:
+        if value not in RULE_STATES:
+            raise ValueError(f"a rule gives blocked, working or idle, not {value} (that comes from the process)")
+        return value
 
     @field_validator("region")
     @classmethod
@@ -376,6 +474,8 @@ class Rule(BaseModel):
     def _has_patterns(self) -> Rule:
         if not self.any and not self.all:
             raise ValueError("a rule needs at least one pattern in `any` or `all`")
+        if self.request is not None and self.state != "blocked":
+            raise ValueError("only a blocked rule says what is asked (`request`)")
         return self
 
 
@@ -389,16 +489,21 @@ class Manifest(BaseModel):
     description: str = ""
     #: Take the rules of another manifest, after this file's own.
     extends: str | None = None
+    #: The agent's tool names in the approval policy's (Claude's): ``exec = "Bash"``.
+    tools: dict[str, str] = {}
     #: Program names (``/proc/PID/comm`` or argv[0] basename) that identify this agent.
     processes: list[str] = []
     #: Launch command when a session names the agent but gives no command.
     command: list[str] = []
-    #: Command that resumes the agent's conversation after its pane was lost (a killed tmux, a
-    #: reboot); ``{agent_session_id}`` is the id the agent's hooks reported. Empty: not resumable.
-    resume: list[str] = []
+    #: How the agent's conversation is resumed after its pane was lost (a killed tmux, a reboot):
+    #: a ``[resume]`` table (the arguments put into the launched command, and how its options
+    #: read), or the older whole command as a list; ``{agent_session_id}`` is the id the agent's
+    #: hooks reported. Empty: not resumable.
+    resume: ResumeSpec | list[str] = []
     #: Which hook integration the launcher may add (``claude``: ``--settings``; ``codex``: ``-c``
-    #: overrides; ``gemini``: an overlay settings folder), and whose payloads the reports are.
-    hooks: Literal["claude", "codex", "gemini"] | None = None
+    #: overrides; ``gemini``: an overlay settings folder; ``qwen``: a system-defaults file), and
+    #: whose payloads the reports are.
+    hooks: Literal["claude", "codex", "gemini", "qwen"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
     option_keys: str = Field(default="{n}", pattern=r"\{n\}")
     #: Seconds after launch during which a screen no rule matches reads ``working`` (source
@@ -409,8 +514,8 @@ class Manifest(BaseModel):
 
     @field_validator("resume")
     @classmethod
-    def _resume_has_id(cls, value: list[str]) -> list[str]:
-        if value and not any("{agent_session_id}" in part for part in value):
+    def _resume_has_id(cls, value: ResumeSpec | list[str]) -> ResumeSpec | list[str]:
+        if isinstance(value, list) and value and not any("{agent_session_id}" in part for part in value):
             raise ValueError("resume must contain {agent_session_id} (the conversation to resume)")
         return value
 
@@ -506,7 +611,7 @@ def region_lines(
 class Verdict:
     """A classification of one screen: the state, and the rule (if any) that decided it."""
 
-    state: str
+    state: State
     rule: str | None
     why: str
     evidence: str = ""
@@ -517,7 +622,7 @@ class RuleTrace:
     """How one rule fared on one screen (for ``explain``)."""
 
     name: str
-    state: str
+    state: State
     region: str
     matched: bool
     evidence: list[str]
@@ -645,7 +750,7 @@ class CompiledManifest:
             if matched:
                 rule = compiled.rule
                 return Verdict(rule.state, rule.name, rule.why, evidence[-1] if evidence else "")
-        return Verdict("idle", None, NO_MATCH)
+        return Verdict(State.idle, None, NO_MATCH)
 
     def _over_budget(self, rule: Rule, took: float, chars: int) -> None:
         """Report a rule past its time budget (once per new worst), so it can be fixed."""

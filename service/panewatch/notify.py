@@ -20,12 +20,14 @@ import time
 import tomllib
 import unicodedata
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from .background import Background
 
 log = logging.getLogger("panewatch.notify")
 
@@ -50,8 +52,13 @@ class Notification:
     title: str
     body: str
     at: float  # wall clock
-    kind: str = "state"  # "state" (a transition) or "desktop" (the agent's own OSC 9/99/777)
+    kind: str = "state"  # "state" (a transition), "desktop" (the agent's own OSC 9/99/777), "test"
     protocol: str = ""  # for "desktop": osc9, osc99 or osc777
+    escalated: str = ""  # set when a push got no receipt in time and this sink is the next step (why)
+    # what a blocked session asks (``asks``), so the message can say it without opening the page
+    question: str = ""
+    tool: str = ""
+    subject: str = ""
 
     def as_env(self) -> dict[str, str]:
         return {f"PANEWATCH_{k.upper()}": "" if v is None else str(v) for k, v in asdict(self).items()}
@@ -81,6 +88,17 @@ def clean(text: str, limit: int) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "\u2026"
 
 
+def _asked(request: Mapping[str, Any] | None) -> dict[str, str]:
+    """The question, tool and subject of what a session asks, cleaned for a lock screen (the
+    agent wrote them: escapes and bidi marks go, lengths are capped)."""
+    ask = request or {}
+    return {
+        "question": clean(str(ask.get("question") or ""), TITLE_MAX),
+        "tool": clean(str(ask.get("tool") or ""), 60),
+        "subject": clean(str(ask.get("subject") or ""), BODY_MAX),
+    }
+
+
 class Notifier:
     """Decides whether a transition deserves a notification and fans it out to the sinks."""
 
@@ -93,8 +111,10 @@ class Notifier:
         webhook: str | None = None,
         command: str | None = None,
         messages: dict[str, dict[str, str]] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.cooldown = cooldown
+        self._transport = transport  # the webhook's (tests give an ASGI app)
         self.clock = clock
         self.wall = wall
         self.webhook = webhook
@@ -105,9 +125,12 @@ class Notifier:
         self._desktop: dict[str, deque[tuple[float, str]]] = {}
         self.suppressed = 0  # desktop notifications dropped by the bound
         self._subscribers: list[Callable[[Notification], None]] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Background()
         self.sent = 0
         self._client: httpx.AsyncClient | None = None
+        #: ``deferred(note, sink)`` True: the webhook or command ("webhook", "command") is left to
+        #: the push escalation chain for this notification (``push.Pusher.defers``)
+        self.deferred: Callable[[Notification, str], bool] | None = None
 
     def subscribe(self, callback: Callable[[Notification], None]) -> Callable[[], None]:
         """Call ``callback`` for every notification; returns the unsubscribe function."""
@@ -130,8 +153,11 @@ class Notifier:
         source: str,
         rule: str | None,
         why: str,
+        request: Mapping[str, Any] | None = None,
     ) -> Notification | None:
-        """Record a state change; return the notification if one was sent."""
+        """Record a state change; return the notification if one was sent. ``request`` is what
+        a blocked session asks (``asks.Request.as_dict``): its question and subject go into the
+        wording, so a phone's lock screen says *what* is asked, not only that something is."""
         if not self.wanted(prev, state):
             return None
         now = self.clock()
@@ -140,8 +166,12 @@ class Notifier:
         if last is not None and now - last < self.cooldown:
             return None
         self._last[key] = now
-        fields = _Safe(name=name, agent=agent, state=state, prev=prev or "", why=why, source=source)
+        asked = _asked(request)
+        fields = _Safe(name=name, agent=agent, state=state, prev=prev or "", why=why, source=source, **asked)
         wording = self.messages.get(state, {})
+        body = wording.get("body", "{why}")
+        if asked["question"] or asked["subject"]:  # the wording for a known request, when the file has one
+            body = wording.get("asks_subject" if asked["subject"] else "asks", body)
         note = Notification(
             session=session,
             name=name,
@@ -152,8 +182,9 @@ class Notifier:
             rule=rule,
             why=why,
             title=wording.get("title", "{name}: {state}").format_map(fields),
-            body=wording.get("body", "{why}").format_map(fields),
+            body=body.format_map(fields),
             at=self.wall(),
+            **asked,
         )
         self._send(note)
         return note
@@ -202,28 +233,32 @@ class Notifier:
                 callback(note)
             except Exception:
                 log.exception("notification subscriber failed")
-        if self.webhook:
-            self._spawn(self._post(note))
-        if self.command:
-            self._spawn(self._run(note))
+        for sink in ("webhook", "command"):
+            if not (self.deferred and self.deferred(note, sink)):
+                self.deliver(note, sink)
+
+    def deliver(self, note: Notification, sink: str) -> None:
+        """Send ``note`` to one sink ("webhook" or "command") if it is configured: every
+        notification does, and an escalated push does (``note.escalated`` says why)."""
+        if sink == "webhook" and self.webhook:
+            self._tasks.spawn(self._post(note))
+        elif sink == "command" and self.command:
+            self._tasks.spawn(self._run(note))
+
+    def answered(self, session: str) -> None:
+        """An answer took: the next ``blocked`` of this session is a new prompt, not the old one
+        redrawn, so it rings at once (agents ask several permissions in a row; a cooldown that
+        swallowed the second one was a push that silently never came)."""
+        self._last.pop((session, "blocked"), None)
 
     def forget(self, session: str) -> None:
         for key in [k for k in self._last if k[0] == session]:
             del self._last[key]
         self._desktop.pop(session, None)
 
-    def _spawn(self, coro: Any) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(coro)
-        except RuntimeError:
-            coro.close()
-            return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _post(self, note: Notification) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=5.0)
+            self._client = httpx.AsyncClient(timeout=5.0, transport=self._transport)
         try:
             await self._client.post(self.webhook, json=asdict(note))  # type: ignore[arg-type]
         except httpx.HTTPError as exc:
@@ -242,8 +277,11 @@ class Notifier:
         except (TimeoutError, OSError) as exc:
             log.warning("notification command failed: %s", exc, extra={"session": note.session})
 
+    async def drain(self) -> None:
+        """Wait for the webhook posts and commands under way (tests; a clean stop)."""
+        await self._tasks.drain()
+
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.cancel()
         if self._client is not None:
             await self._client.aclose()

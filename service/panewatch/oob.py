@@ -15,10 +15,18 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
+from .states import State
+
 #: OSC codes this module reads (the screen passes these on, and draws nothing for them).
 CODES = frozenset({"7501", "9", "99", "777", "133"})
 #: OSC 7501 states → Panewatch states (``clear`` removes the status).
-STATUS_STATES = {"working": "working", "blocked": "blocked", "done": "idle", "idle": "idle", "error": "idle"}
+STATUS_STATES = {
+    "working": State.working,
+    "blocked": State.blocked,
+    "done": State.idle,
+    "idle": State.idle,
+    "error": State.idle,
+}
 NOTIFICATIONS_KEPT = 20
 #: Longest OSC string kept while waiting for its terminator (what ``screen.py`` keeps, too).
 OSC_KEEP = 4096
@@ -32,7 +40,7 @@ _OPEN = re.compile(rb"\x1b(?:\](?:[0-9]{0,4}(?:;[^\x07\x1b]*)?)?)?\Z")
 class Status:
     """An agent's own statement of its state (OSC 7501)."""
 
-    state: str  # a Panewatch state: working, blocked, idle
+    state: State  # working, blocked or idle
     raw: str  # the protocol's word: working, blocked, done, idle, error
     kind: str = ""  # permission, question, auth (for blocked)
     app: str = ""

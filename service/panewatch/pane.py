@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .asks import Request, merged, screen_request
 from .backends import ScreenLike
 from .manifest import CompiledManifest, ManifestStore, Verdict
 from .oob import NOTIFICATIONS_KEPT, Notification, Status
@@ -20,6 +21,10 @@ from .states import Decision, Source, State
 #: How often the foreground program's name is re-read when its process group stays the same.
 FG_REREAD_S = 2.0
 
+#: A foreground sample taken this soon after output may predate the group change that output
+#: announced (a shell echoes the Enter, *then* forks the command): sampled again until one is later.
+FG_SETTLE_S = 0.5
+
 #: Output with no gap this long is one burst (one repaint, written at once or split by the PTY).
 BURST_GAP_S = 0.02
 
@@ -27,6 +32,9 @@ BURST_GAP_S = 0.02
 RHYTHM_MAX_S = 0.3
 
 STARTING = Decision(State.working, Source.start, "starting")
+
+#: The manifest for a foreground program that no manifest names (structural rules, a best guess).
+GENERIC = "generic"
 
 
 @dataclass
@@ -52,9 +60,11 @@ class Pane:
         clock: Callable[[], float],
         wall: Callable[[], float],
         own_pid: int | None = None,
+        runs_shell: bool = False,
     ) -> None:
         self.screen = screen
         self.agent = agent  # the manifest the session was launched for
+        self.runs_shell = runs_shell  # launched as a shell (bash, sh -c …): what it runs is the shell's to read
         self.clock = clock
         self.wall = wall
         self.own_pid = own_pid  # the launched process (its shell coming back means "shell back")
@@ -73,11 +83,14 @@ class Pane:
         self.report_gen = 0
         self.fg = Foreground()
         self.agent_seen = False  # an agent with its own manifest has held the foreground
-        self.verdict = Verdict("idle", None, "not classified yet")
+        self.verdict = Verdict(State.idle, None, "not classified yet")
         self.manifest_agent: str | None = agent
         self.screen_changed_at = float("-inf")
         self.read_at = float("-inf")  # when the screen was last classified
         self.decision = STARTING.at(wall())
+        #: what the pane asks while blocked (``asks``), read with the decision; None otherwise
+        self.request: Request | None = None
+        self.unblocked_at = float("-inf")  # when it last stopped being blocked (clock)
         self._classified: tuple[int, int, int, int, int] | None = None
         # start-up: until a rule of the agent's manifest matched once, or its startup_timeout
         # passed, a screen no rule matches reads working (source start), not idle
@@ -122,14 +135,14 @@ class Pane:
         """Stamp a new OSC 7501 status with the time it arrived, and keep the agent's new
         desktop notifications for the engine to take (``take_desktop``); the last few also
         stay on ``screen.oob`` for /explain."""
-        oob = getattr(self.screen, "oob", None)
-        if oob is None or oob.seq == self.oob_seq:
+        oob = self.screen.oob
+        if oob.seq == self.oob_seq:
             return
         if oob.status is not self._status_seen:  # a new statement, even if it repeats the last
             self._status_seen = oob.status
             self.status_at = self.clock()
         self.oob_seq = oob.seq
-        notified = getattr(oob, "notified", 0)
+        notified = oob.notified
         new = min(notified - self._notified_seen, len(oob.notifications))
         self._notified_seen = notified
         if new > 0:  # more than the screen keeps between two feeds: the newest (bounded) ones
@@ -144,8 +157,7 @@ class Pane:
     @property
     def status(self) -> Status | None:
         """The agent's latest out-of-band status (OSC 7501), if its screen keeps one."""
-        oob = getattr(self.screen, "oob", None)
-        return oob.status if oob is not None else None
+        return self.screen.oob.status
 
     def feed_all(self) -> int:
         fed = 0
@@ -177,8 +189,10 @@ class Pane:
     def quiet_since_sampled(self) -> bool:
         """No output since the foreground program was last looked up. A program that takes or
         gives back the terminal prints something (a prompt, a first frame), so a pane that has
-        been quiet since needs no sampling: an idle pane costs nothing per sweep."""
-        return self.fg.bytes_at == self.bytes_read
+        been quiet since needs no sampling: an idle pane costs nothing per sweep (once a sample
+        was taken ``FG_SETTLE_S`` after the output: ``sleep 100`` prints nothing after its echo)."""
+        fg = self.fg
+        return fg.bytes_at == self.bytes_read and fg.read_at - self.last_output >= FG_SETTLE_S
 
     def set_report(self, report: Report) -> None:
         self.report = report
@@ -192,8 +206,10 @@ class Pane:
 
     def manifest(self, store: ManifestStore) -> CompiledManifest | None:
         """The foreground program's own manifest (``claude`` typed into a shell pane), else the
-        launched agent's, else the shell's. A shell in the foreground never overrides the
-        launched agent: wrappers and ``bash -c`` launchers are shells too."""
+        launched agent's, else — for a launched program no manifest names — the generic one, else
+        the shell's (what a shell session runs, ``sleep`` or ``make``, is the shell's to read). A shell in the foreground never overrides the launched agent: wrappers and
+        ``bash -c`` launchers are shells too; and a shell (or a pane not sampled yet) keeps the
+        shell's rules, which only ever read a prompt on the cursor line."""
         program = self.fg.program
         if program is not None:
             found = store.for_process(program.name) or store.for_process(program.comm)
@@ -202,6 +218,10 @@ class Pane:
                 return found
         if self.agent:
             found = store.get(self.agent)
+            if found is not None:
+                return found
+        if program is not None and not self.runs_shell and not is_shell(program.name) and not is_shell(program.comm):
+            found = store.get(GENERIC)
             if found is not None:
                 return found
         return store.get("shell")
@@ -213,6 +233,17 @@ class Pane:
         if not self.agent_seen or program is None or self.own_pid is None or program.pid != self.own_pid:
             return None
         return program.name if is_shell(program.name) else None
+
+    def shell_busy(self, manifest: CompiledManifest | None) -> str | None:
+        """The program a shell pane's shell is waiting for (``sleep 100``, ``make``): read by
+        the shell's manifest, a foreground group that is neither the pane's own process nor
+        another shell. None for an agent's manifest, or while the shell holds the terminal."""
+        program = self.fg.program
+        if manifest is None or manifest.agent != "shell" or program is None or self.own_pid is None:
+            return None
+        if program.pid == self.own_pid or is_shell(program.name) or is_shell(program.comm):
+            return None
+        return program.name
 
     # -- classification --------------------------------------------------------------------
     def set_exact(self, decision: Decision) -> None:
@@ -232,7 +263,7 @@ class Pane:
         now = self.clock()
         manifest = self.manifest(store)
         if manifest is None:
-            verdict = Verdict("idle", None, "no manifest for this program")
+            verdict = Verdict(State.idle, None, "no manifest for this program")
         else:
             verdict = manifest.classify(self.screen.lines(), self.screen.title, self.screen.cursor.row)
         self.manifest_agent = manifest.agent if manifest else None
@@ -247,20 +278,45 @@ class Pane:
         self.read_at = now
         self._classified = (self.screen.seq, self.report_gen, self.fg.gen, store.generation, self.oob_seq)
         if self.lost:
+            self.request = None
             return Decision(State.lost, Source.exit, "the host lost the pane without an exit status")
-        return combine(
+        decision = combine(
             verdict,
             report=self.report,
             now=now,
             freshness=freshness,
             screen_changed_at=self.screen_changed_at,
             shell_back=self.shell_back(),
+            shell_busy=self.shell_busy(manifest),
             exit_code=self.exit_code,
             exited=self.exited,
             starting=not self.rule_seen and now < self.startup_deadline,
             status=self.status,
             status_at=self.status_at,
         )
+        self.request = self._read_request(manifest, decision, now, freshness)
+        return decision
+
+    def _read_request(
+        self, manifest: CompiledManifest | None, decision: Decision, now: float, freshness: float
+    ) -> Request | None:
+        """What a blocked pane asks: the agent's own blocked report if it came in this blocked
+        stretch (or just before it) and is younger than ``freshness``, and the screen's reading."""
+        if decision.state != State.blocked:
+            return None
+        report = self.report
+        structured = None
+        if (
+            report is not None
+            and report.state == State.blocked
+            and report.at >= self.unblocked_at
+            and now - report.at <= freshness
+        ):
+            structured = report.request
+        rule = self.verdict.rule if self.verdict.state == State.blocked else None
+        screen = self.screen
+        on_screen = screen_request(manifest, rule, screen.lines(), screen.title, screen.cursor.row)
+        return merged(structured, on_screen)
 
     def needs_classify(self, store: ManifestStore, freshness: float) -> bool:
         """False when neither the screen nor any signal moved since the last classification."""
@@ -283,6 +339,8 @@ class Pane:
         """Record a decision; returns the previous one if the state changed (``since`` moves
         only then)."""
         prev = self.decision
+        if prev.state == State.blocked and decision.state != State.blocked:
+            self.unblocked_at = self.clock()
         if decision.state != prev.state:
             self.decision = decision.at(self.wall())
             return prev

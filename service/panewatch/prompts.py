@@ -9,6 +9,7 @@ selected row, whose options carry the arrow keys that pick them), ``yes_no`` (``
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,15 @@ class Prompt:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "options": self.options}
+
+
+def prompt_id(session: str, since: float, request: str | None) -> str:
+    """The id of one prompt *instance*: its session, when the pane entered ``blocked`` (``since``)
+    and what is asked (the rule that matched, or an ACP permission's request id). A notification
+    carries it, and an answer given with it lands only on that same prompt: a prompt answered and
+    then asked again gets a new ``since``, so an answer from a stale notification never reaches it."""
+    text = f"{session}\0{since!r}\0{request or ''}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def numbered_options(lines: Sequence[str]) -> list[dict[str, Any]]:

@@ -18,14 +18,21 @@ import struct
 import subprocess
 import termios
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .outbox import Outbox
 from .proctree import Containment, Reaper, exits_within, join_cgroup, release_pidfd, signal_groups
+from .sandbox import agent_in_sandbox
 
 READ_SIZE = 65536
 #: Most bytes queued for a child that is not reading its input before writes are refused.
 WRITE_QUEUE_LIMIT = 1 << 20
+#: Longest single argument or ``NAME=value`` the kernel takes (32 pages).
+MAX_ARG_STRLEN = 32 * 4096
+#: Room left under ``ARG_MAX`` for what goes in front of the command (wrappers, bwrap's words, the
+#: server's own environment for tmux's launch script).
+EXEC_HEADROOM = 64 * 1024
 
 
 class SpawnError(Exception):
@@ -72,6 +79,21 @@ def unencodable(argv: Sequence[str], cwd: str | None, env: Mapping[str, str] | N
     for key, value in (env or {}).items():
         if bad(key) or bad(value) or "=" in key or not key:
             return f"environment variable {key[:40]!r}: bad name or value"
+    return too_long(argv, env)
+
+
+def too_long(argv: Sequence[str], env: Mapping[str, str] | None) -> str | None:
+    """Why ``execve`` would refuse these strings (E2BIG), said before anything starts: one string
+    of at most ``MAX_ARG_STRLEN``, all of them (with room for the wrappers and the sandbox in
+    front) within ``ARG_MAX``."""
+    words = [os.fsencode(a) for a in argv] + [os.fsencode(f"{k}={v}") for k, v in (env or {}).items()]
+    longest = max((len(w) for w in words), default=0)
+    if longest >= MAX_ARG_STRLEN:
+        return f"an argument or variable is {longest} bytes; the OS takes at most {MAX_ARG_STRLEN - 1} in one"
+    total = sum(len(w) + 1 + 8 for w in words)  # the string, its NUL, its pointer
+    limit = os.sysconf("SC_ARG_MAX") - EXEC_HEADROOM
+    if total > limit:
+        return f"the command and its environment are {total} bytes; the OS takes at most {limit} here"
     return None
 
 
@@ -95,6 +117,49 @@ def _popen(
         raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
+@dataclass(frozen=True)
+class Child:
+    """A started child, not yet watched: its process, the PTY master, its containment."""
+
+    proc: subprocess.Popen[bytes]
+    master: int
+    containment: Containment | None
+
+
+def start_child(
+    argv: Sequence[str],
+    *,
+    rows: int,
+    cols: int,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    reaper: Reaper | None,
+    session: str | None,
+) -> Child:
+    """Open the PTY, contain and start the child: the blocking part of a spawn (fork, exec, the
+    cgroup's files), which ``PtyProcess.open`` runs in a worker thread."""
+    why = unencodable(argv, cwd, env)
+    if why is not None:
+        raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {why}")
+    containment = reaper.contain(session or "pane") if reaper else None
+    if containment is not None:
+        env = {**(env if env is not None else os.environ), **containment.env}
+    master, slave = os.openpty()
+    try:
+        _set_size(master, rows, cols)
+        proc = _popen(argv, slave, cwd, env, containment.cgroup if containment else None)
+    except BaseException:
+        os.close(master)
+        if containment is not None and reaper is not None:
+            reaper.release(containment)
+        raise
+    finally:
+        os.close(slave)
+    if containment is not None and reaper is not None:
+        reaper.started(containment, proc.pid)
+    return Child(proc, master, containment)
+
+
 class PtyProcess:
     """One child in its own session with the PTY slave as its controlling terminal.
 
@@ -115,35 +180,25 @@ class PtyProcess:
         loop: asyncio.AbstractEventLoop | None = None,
         reaper: Reaper | None = None,
         session: str | None = None,
+        contained: bool = False,
+        child: Child | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
-        why = unencodable(argv, cwd, env)
-        if why is not None:
-            raise SpawnError(f"cannot start {str(argv[0])[:80]!r}: {why}")
+        self.contained = contained  # argv starts a sandbox (``panewatch.sandbox``), the agent inside it
+        self._agent_pid: int | None = None
+        if child is None:  # ``open`` starts it in a worker; here, on the caller's thread
+            child = start_child(argv, rows=rows, cols=cols, cwd=cwd, env=env, reaper=reaper, session=session)
         self._reaper = reaper
         self._tree_killed = False
-        self.containment: Containment | None = reaper.contain(session or "pane") if reaper else None
-        if self.containment is not None:
-            env = {**(env if env is not None else os.environ), **self.containment.env}
+        self.containment: Containment | None = child.containment
         self._on_output = on_output
         self._on_exit = on_exit
         self.returncode: int | None = None
         self._reading = False
         self._master_open = False
-        master, slave = os.openpty()
-        try:
-            _set_size(master, rows, cols)
-            self._proc = _popen(argv, slave, cwd, env, self.containment.cgroup if self.containment else None)
-        except BaseException:
-            os.close(master)
-            if self.containment is not None and self._reaper is not None:
-                self._reaper.release(self.containment)
-            raise
-        finally:
-            os.close(slave)
+        self._proc = child.proc
         self.pid = self._proc.pid
-        if self.containment is not None and self._reaper is not None:
-            self._reaper.started(self.containment, self.pid)
+        master = child.master
         self.master = master
         self._master_open = True
         self._outbox = Outbox(self.loop, master, WRITE_QUEUE_LIMIT)  # EIO: the child is gone; dropped
@@ -199,6 +254,16 @@ class PtyProcess:
     def alive(self) -> bool:
         return self.returncode is None
 
+    @property
+    def agent_pid(self) -> int | None:
+        """The child itself, or in a sandbox the agent inside it once it runs (found once, then kept:
+        its pid does not change for as long as it lives)."""
+        if not self.contained:
+            return self.pid
+        if self._agent_pid is None and self.alive:
+            self._agent_pid = agent_in_sandbox(self.pid)
+        return self._agent_pid
+
     # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         """Write without blocking; what does not fit now is queued behind a writer callback."""
@@ -215,17 +280,21 @@ class PtyProcess:
             _set_size(self.master, rows, cols)
 
     def foreground_pgid(self) -> int | None:
-        """The terminal's foreground process group (``tcgetpgrp`` on the master)."""
+        """The terminal's foreground process group (``tcgetpgrp`` on the master); None while a
+        sandbox's own group still holds it (the agent takes it a moment after bwrap starts)."""
         if not self._master_open:
             return None
         try:
-            return os.tcgetpgrp(self.master)
+            pgid = os.tcgetpgrp(self.master)
         except OSError:
             return None
+        return None if self.contained and pgid == self.pid else pgid
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` to the child's process group and to the terminal's foreground group."""
-        signal_groups(self.pid, self.foreground_pgid(), sig)
+        """Send ``sig`` to the child's process group and to the terminal's foreground group. In a
+        sandbox the agent's group stands for the child's: bwrap dies of a SIGHUP, and its death
+        would SIGKILL the agent before it could end on its own."""
+        signal_groups(self.agent_pid or self.pid, self.foreground_pgid(), sig)
 
     async def terminate(self, grace: float = 2.0) -> int | None:
         """SIGHUP, then SIGKILL after ``grace`` seconds, then every process the child started

@@ -50,6 +50,10 @@ _ASCII_CONTROLS = dict.fromkeys([*range(0x20), 0x7F])
 DA1_REPLY = "\x1b[?64;1;2;6;9;15;18;21;22c"
 DA2_REPLY = "\x1b[>41;388;0c"
 XTVERSION_REPLY = "\x1bP>|XTerm(388)\x1b\\"
+#: ``CSI ? 996 n`` asks for the colour scheme (contour's, also kitty's and Ghostty's); the answer
+#: ``CSI ? 997 ; 1 n`` says dark (2 would be light), matching the black background of OSC 11.
+COLOUR_SCHEME_QUERY = 996
+COLOUR_SCHEME_REPLY = "\x1b[?997;1n"
 #: Default colours reported for OSC 10/11/12 queries (light grey on black, like xterm -rv).
 OSC_COLOURS = {"10": "rgb:d0d0/d0d0/d0d0", "11": "rgb:0000/0000/0000", "12": "rgb:d0d0/d0d0/d0d0"}
 
@@ -335,6 +339,15 @@ class _PaneScreen(pyte.Screen):
     def report_device_attributes(self, mode: int = 0, *_: int, **kwargs: Any) -> None:
         if mode == 0 and not kwargs.get("private"):
             self._reply(DA1_REPLY)
+
+    def report_device_status(self, mode: int = 0, *_: int, **kwargs: Any) -> None:
+        """DSR. The private ``CSI ? 996 n`` (colour-scheme query, Copilot CLI sends it at start)
+        is answered "dark", as the OSC 11 answer's black background says; other private DSRs
+        are read as their plain form (pyte's), and unknown ones ignored: never the rest of the chunk."""
+        if kwargs.get("private") and mode == COLOUR_SCHEME_QUERY:
+            self._reply(COLOUR_SCHEME_REPLY)
+        else:
+            super().report_device_status(mode)
 
     # -- text ----------------------------------------------------------------------------
     @property

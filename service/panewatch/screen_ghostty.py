@@ -28,7 +28,7 @@ from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
 from wcwidth import wcwidth
 
 from .oob import OscTap, OutOfBand
-from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor
+from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor, _drop_zero_width
 
 #: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
 _DA1_LEVEL, _DA1_FEATURES = 64, (1, 2, 6, 9, 15, 18, 21, 22)
@@ -63,6 +63,13 @@ def _device_attributes(_term: Any, _userdata: Any, out: Any) -> bool:
 @ffi.callback("GhosttyTerminalXtversionFn")  # type: ignore[untyped-decorator]  # cffi has no types
 def _xtversion(_term: Any, _userdata: Any) -> Any:
     return (ffi.cast("uint8_t*", _XTVERSION_BUF), len(_XTVERSION))
+
+
+@ffi.callback("GhosttyTerminalColorSchemeFn")  # type: ignore[untyped-decorator]  # cffi has no types
+def _colour_scheme(_term: Any, _userdata: Any, out: Any) -> bool:
+    """``CSI ? 996 n`` is answered "dark" (``CSI ? 997 ; 1 n``), as ``screen.py`` answers it."""
+    out[0] = lib.GHOSTTY_COLOR_SCHEME_DARK
+    return True
 
 
 @ffi.callback("GhosttyTerminalSizeFn")  # type: ignore[untyped-decorator]  # cffi has no types
@@ -124,8 +131,10 @@ def _cap_marks(row: str) -> str:
 
 
 def _clean(row: str) -> str:
+    """A row as the pyte backend gives it: marks capped, zero-width characters (VS16 in
+    Continue's "⚠️", ZWJ) left out, so that rules read the same text on both backends."""
     row = row.rstrip()
-    return row if row.isascii() else _cap_marks(row)
+    return row if row.isascii() else _drop_zero_width(_cap_marks(row))
 
 
 class GhosttyScreen:
@@ -147,6 +156,7 @@ class GhosttyScreen:
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_DEVICE_ATTRIBUTES, _device_attributes)
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_XTVERSION, _xtversion)
         lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_SIZE, _size)
+        lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_COLOR_SCHEME, _colour_scheme)
         self._term.on_reply(self._reply)
         self._u16 = ffi.new("uint16_t*")
         self._flag = ffi.new("bool*")

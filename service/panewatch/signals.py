@@ -20,13 +20,16 @@ The order is fixed and deliberate:
 6. then the other screen rules (working, idle, or idle because nothing matched) — except that a
    screen no rule matches while the agent is still starting (its manifest's ``startup_timeout``,
    and no rule has matched since launch) is ``working`` with source ``start``: a blank screen
-   before the agent drew its input box is not "waiting for you".
+   before the agent drew its input box is not "waiting for you"; and that a shell pane whose
+   terminal another program holds (``sleep 100``, a build) is ``working`` with source
+   ``process``: the shell is not back, so it is not done.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .asks import Request
 from .manifest import Verdict
 from .oob import Status
 from .states import Decision, Source, State
@@ -42,6 +45,7 @@ class Report:
     event: str  # hook event name, or "report" for a plain {"state": ...}
     at: float  # loop time it arrived
     detail: str = ""
+    request: Request | None = None  # what a blocked report says is asked (PermissionRequest)
 
 
 def report_is_fresh(report: Report | None, now: float, freshness: float, screen_changed_at: float) -> bool:
@@ -59,6 +63,7 @@ def combine(
     freshness: float = 60.0,
     screen_changed_at: float = float("-inf"),
     shell_back: str | None = None,
+    shell_busy: str | None = None,
     exit_code: int | None = None,
     exited: bool = False,
     starting: bool = False,
@@ -80,11 +85,11 @@ def combine(
         )
     if report is not None and report_is_fresh(report, now, freshness, screen_changed_at):
         return Decision(
-            State(report.state), Source.hook, report.detail or f"the agent reported {report.event}", event=report.event
+            report.state, Source.hook, report.detail or f"the agent reported {report.event}", event=report.event
         )
     if status is not None and status_fresh:
         return Decision(
-            State(status.state),
+            status.state,
             Source.status,
             f"the agent says {status.raw} out of band",
             event=f"osc7501:{status.raw}",
@@ -93,4 +98,11 @@ def combine(
         return Decision(State.idle, Source.process, f"{shell_back} is back in the foreground", program=shell_back)
     if starting and screen.rule is None:
         return Decision(State.working, Source.start, "starting: the agent has drawn nothing its manifest knows yet")
-    return Decision(State(screen.state), Source.screen, screen.why, rule=screen.rule)
+    if shell_busy and screen.rule is None:
+        return Decision(
+            State.working,
+            Source.process,
+            f"{shell_busy} holds the terminal; the shell waits for it",
+            program=shell_busy,
+        )
+    return Decision(screen.state, Source.screen, screen.why, rule=screen.rule)

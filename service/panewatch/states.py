@@ -21,6 +21,14 @@ class State(StrEnum):
     unreachable = "unreachable"  # on another node that stopped heartbeating (cluster); last state in why
 
 
+class SessionKind(StrEnum):
+    """How a session's state is read: from its screen (a terminal) or through the Agent Client
+    Protocol (an ACP agent on stdio, which has no screen)."""
+
+    terminal = "terminal"
+    acp = "acp"
+
+
 #: States a screen rule or a report may give (the others come from the process's fate).
 RULE_STATES: tuple[State, ...] = (State.blocked, State.working, State.idle)
 
@@ -31,11 +39,12 @@ class Source(StrEnum):
     screen = "screen"  # a manifest rule on the visible screen (or no rule: idle)
     status = "status"  # the agent's own out-of-band status (OSC 7501)
     hook = "hook"  # a fresh report from the agent's own hooks or a plain {"state": ...}
-    process = "process"  # the shell is back in the foreground
+    process = "process"  # the foreground program: the shell back, or a program a shell waits for
     exit = "exit"  # the process exited (or the host lost it)
     start = "start"  # launched, not read yet
     host = "host"  # an exact state from the host itself
-    acp = "acp"  # an exact state from the Agent Client Protocol (ACP sessions)
+    acp = SessionKind.acp.value  # an exact state from the Agent Client Protocol (ACP sessions)
+    cluster = "cluster"  # the node that owns the session stopped heartbeating (its last state is in why)
 
 
 @dataclass(frozen=True)

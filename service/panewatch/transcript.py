@@ -199,12 +199,17 @@ class Transcript:
         while True:
             if self._writing is None:
                 self._flush()
-            if self._writing is None:
+            writing = self._writing
+            if writing is None:
                 return
             try:
-                await asyncio.shield(self._writing)
+                await asyncio.shield(writing)
             except Exception:  # reported by _written
                 return
+            if self._writing is writing:
+                # done, but its callback (_written, which counts it) runs on the next loop turn:
+                # awaiting a done future does not yield, so without this the loop would spin here
+                await asyncio.sleep(0)
 
     async def aclose(self) -> None:
         """Write what is buffered and close the file; later output is not recorded."""
@@ -327,15 +332,34 @@ def raw_until(cast: Cast, at: float | None = None) -> RawMoment:
     return RawMoment("".join(chunks).encode(), rows, cols, resized)
 
 
-async def file_chunks(path: Path, size: int, chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
-    """The first ``size`` bytes of a file, read off the event loop (a recording still growing
-    is served up to the last whole line written)."""
+async def open_recording(path: Path, size: int) -> tuple[IO[bytes], int]:
+    """The recording opened (off the event loop) and how many of its bytes to serve: at most
+    ``size``, and no more than the file holds now. Raises ``OSError`` when it went away since it
+    was found — opened here, before the response starts, so that is a clean answer."""
+
+    def opened() -> tuple[IO[bytes], int]:
+        handle = open(path, "rb")  # noqa: SIM115 - closed by file_chunks
+        try:
+            return handle, min(size, os.fstat(handle.fileno()).st_size)
+        except OSError:
+            handle.close()
+            raise
+
+    return await asyncio.get_running_loop().run_in_executor(None, opened)
+
+
+async def file_chunks(handle: IO[bytes], size: int, chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
+    """The first ``size`` bytes of an opened recording, read off the event loop (a recording
+    still growing is served up to the last whole line written); closes it."""
     loop = asyncio.get_running_loop()
-    handle = await loop.run_in_executor(None, open, path, "rb")
     try:
         left = size
         while left > 0:
-            data = await loop.run_in_executor(None, handle.read, min(chunk, left))
+            try:
+                data = await loop.run_in_executor(None, handle.read, min(chunk, left))
+            except OSError as exc:  # the disk failed under the download: it ends short
+                log.warning("recording %s could not be read to its end: %s", handle.name, exc)
+                return
             if not data:
                 return
             left -= len(data)

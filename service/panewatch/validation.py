@@ -24,6 +24,8 @@ MAX_JSON_DEPTH = 64
 ECHO_MAX = 120
 #: Longest text of one field kept from a hook report.
 REPORT_TEXT_MAX = 500
+#: A text in a hook payload's ``tool_input`` (a command, a path): longer than a report's texts.
+TOOL_INPUT_TEXT_MAX = 2000
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
@@ -71,6 +73,10 @@ AgentName = Annotated[str, StringConstraints(max_length=100), AfterValidator(_os
 # --- cleaning: text the service keeps --------------------------------------------------------------
 
 
+#: The longest session name (the create body's limit too).
+NAME_MAX = 80
+
+
 def clean_text(value: str, limit: int = REPORT_TEXT_MAX) -> str:
     """Printable UTF-8 of at most ``limit`` characters: surrogates become U+FFFD, controls go."""
     value = value[: limit * 2]
@@ -82,8 +88,9 @@ def clean_text(value: str, limit: int = REPORT_TEXT_MAX) -> str:
 def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
     """A hook payload reduced to what a state can carry: top-level scalars, text cleaned and cut.
 
-    Nested values (``tool_input``...) are dropped: no state reads them, and they are where a
-    hostile or broken hook would hide megabytes or unencodable text.
+    Nested values are dropped — they are where a hostile or broken hook would hide megabytes or
+    unencodable text — except ``tool_input``, which says what a permission request is about: it
+    keeps its own top-level scalars and lists of strings (an argv), cut the same way.
     """
     out: dict[str, Any] = {}
     for key, value in list(payload.items())[:64]:
@@ -94,6 +101,24 @@ def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
             out[key] = clean_text(value)
         elif isinstance(value, bool) or value is None or isinstance(value, (int, float)):
             out[key] = value
+        elif key == "tool_input" and isinstance(value, Mapping):
+            out[key] = _flat(value)
+    return out
+
+
+def _flat(value: Mapping[Any, Any]) -> dict[str, Any]:
+    """A tool's input without anything nested: scalars, and lists of at most 64 strings."""
+    out: dict[str, Any] = {}
+    for key, item in list(value.items())[:32]:
+        if not isinstance(key, str):
+            continue
+        key = clean_text(key, 64)
+        if isinstance(item, str):
+            out[key] = clean_text(item, TOOL_INPUT_TEXT_MAX)
+        elif isinstance(item, bool) or item is None or isinstance(item, (int, float)):
+            out[key] = item
+        elif isinstance(item, list) and len(item) <= 64 and all(isinstance(x, str) for x in item):
+            out[key] = [clean_text(x, TOOL_INPUT_TEXT_MAX) for x in item]
     return out
 
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from .config import Settings
-from .engine import Engine
+from .engine import Engine, EngineAPI, EngineOptions, HostKind
+from .errors import StartupRefused
 from .hosts.base import PaneHost
 from .hosts.pty import PtyHost
 from .identity import state_dir
-from .keeper import Keeper
 from .manifest import ManifestStore, bundled_manifest_dir
 from .notify import Notifier
+from .policy import PolicyStore
 from .proctree import Reaper
 from .registry import Registry
+from .sandbox import sandbox_for
 
 
 def build_store(settings: Settings) -> ManifestStore:
@@ -24,37 +27,48 @@ def build_store(settings: Settings) -> ManifestStore:
     return ManifestStore.from_dirs(bundled_manifest_dir(), settings.manifests)
 
 
+def options_of(settings: Settings) -> EngineOptions:
+    """The engine's part of the settings."""
+    return EngineOptions(
+        mode=settings.mode,
+        sweep_ms=settings.sweep_ms,
+        settle_ms=settings.settle_ms,
+        cap_ms=settings.cap_ms,
+        change_bytes=settings.change_bytes,
+        report_freshness=settings.report_freshness_s,
+        backend=settings.backend,
+        transcripts=Path(settings.transcripts) if settings.transcripts else None,
+        transcript_max_bytes=settings.transcript_max_bytes,
+        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
+    )
+
+
 def build_engine(
     settings: Settings,
     *,
     store: ManifestStore | None = None,
     host: PaneHost | None = None,
-    hosts: Mapping[str, PaneHost] | None = None,
+    hosts: Mapping[HostKind, PaneHost] | None = None,
     private: Path | None = None,
-    keeper: Keeper | None = None,
+    registry: Registry | None = None,
+    options: EngineOptions | None = None,
 ) -> Engine:
     """The engine ``settings`` describe: ``hosts`` by kind (the first is the default), else ``host``,
     else the pty host with a reaper in the state folder (``private``, else ``state_dir(settings)``),
-    so every process of a pane dies with it and with the server; ``keeper`` writes the session registry."""
-    if hosts is None:
-        host = host or PtyHost(reaper=Reaper(private or state_dir(settings)))
+    so every process of a pane dies with it and with the server, and each agent in the sandbox the
+    settings ask for (``contain``); sessions are kept in ``registry``."""
+    if hosts is None and host is None:
+        folder = private or state_dir(settings)
+        host = PtyHost(reaper=Reaper(folder), sandbox=sandbox_for(settings, folder))
     notifier = Notifier(cooldown=settings.cooldown_s, webhook=settings.notify_webhook, command=settings.notify_command)
     return Engine(
         store or build_store(settings),
         host=host,
         hosts=hosts,
-        sweep_ms=settings.sweep_ms,
-        mode=settings.mode,
-        settle_ms=settings.settle_ms,
-        cap_ms=settings.cap_ms,
-        change_bytes=settings.change_bytes,
-        report_freshness=settings.report_freshness_s,
+        options=options or options_of(settings),
         notifier=notifier,
-        service_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
-        backend=settings.backend,
-        transcripts=settings.transcripts,
-        transcript_max_bytes=settings.transcript_max_bytes,
-        keeper=keeper,
+        registry=registry,
+        policy=PolicyStore.from_file(settings.policy_file),
     )
 
 
@@ -65,21 +79,20 @@ def build_service_engine(
     host: PaneHost | None = None,
     registry: Registry | None = None,
     private: Path | None = None,
-) -> Engine:
+) -> EngineAPI:
     """The engine a server runs (on ``host``, keeping the session ``registry``): the local
-    one, wrapped in the cluster façade when ``cluster_url`` is set (nats-py is then needed:
+    one, wrapped in the cluster's when ``cluster_url`` is set (nats-py is then needed:
     ``pip install 'panewatch[cluster]'``)."""
-    keeper = Keeper(registry) if registry is not None else None
-    engine = build_engine(settings, store=store, host=host, keeper=keeper, private=private)
     if not settings.cluster_url:
-        return engine
+        return build_engine(settings, store=store, host=host, registry=registry, private=private)
     try:
         from .cluster.federation import ClusterEngine
         from .cluster.link import ClusterError, LinkOptions, NodeLink
     except ImportError as exc:
         raise StartupRefused(f"--cluster-url needs nats-py: pip install 'panewatch[cluster]' ({exc})") from None
     node = settings.node or socket.gethostname().split(".")[0]
-    engine.id_prefix = f"{node}-"
+    options = replace(options_of(settings), id_prefix=f"{node}-")
+    engine = build_engine(settings, store=store, host=host, registry=registry, private=private, options=options)
     opts = LinkOptions(
         settings.cluster_url,
         node,
@@ -94,11 +107,7 @@ def build_service_engine(
     except ClusterError as exc:
         raise StartupRefused(str(exc)) from None
     holder.append(ClusterEngine(engine, link))
-    return holder[0]  # type: ignore[return-value]  # the same façade, over every node
-
-
-class StartupRefused(Exception):
-    """The server cannot start as configured (cluster refused it, nats-py missing...): one line."""
+    return holder[0]
 
 
 def _path(value: Path | None) -> str | None:

@@ -28,10 +28,12 @@ import logging
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from ..states import State
 from . import protocol as p
 from .conversation import Conversation, PendingPermission
 from .files import FileAccess
@@ -73,10 +75,20 @@ class Gone(AcpError):
     """The agent has exited."""
 
 
+class Phase(StrEnum):
+    """Where the session is in its life (the state says what the user cares about)."""
+
+    starting = "starting"  # initialize / session/new not answered yet
+    ready = "ready"  # waiting for a prompt
+    turn = "turn"  # a prompt turn runs
+    exited = "exited"
+
+
 class Listener(Protocol):
     """Who hears about the session (the ACP host, which tells the engine). Loop only."""
 
-    def on_state(self, state: str, why: str) -> None: ...
+    def on_state(self, state: State, why: str, event: str) -> None:
+        """The exact state now; ``event`` names the protocol message that decided it."""
 
     def on_change(self) -> None:
         """The conversation changed (render it again)."""
@@ -132,8 +144,8 @@ class AcpClient:
         self.timeouts = timeouts
         self.conversation = Conversation()
         self.files = FileAccess(self.cwd)
-        self.phase = "starting"  # starting | ready | turn | exited
-        self.state, self.why = "working", "initialize: starting the agent"
+        self.phase = Phase.starting
+        self.state, self.why = State.working, "initialize: starting the agent"
         self.session_id: str | None = None
         self.agent_info: p.AgentInfo | None = None
         self.error: str | None = None  # the last fault or failure, for the session's info
@@ -174,9 +186,9 @@ class AcpClient:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _set(self, state: str, why: str) -> None:
+    def _set(self, state: State, why: str, event: str) -> None:
         self.state, self.why = state, why
-        self.listener.on_state(state, why)
+        self.listener.on_state(state, why, event)
 
     def _note(self, text: str) -> None:
         self.conversation.note(text)
@@ -197,7 +209,7 @@ class AcpClient:
 
     @property
     def alive(self) -> bool:
-        return self.phase != "exited"
+        return self.phase != Phase.exited
 
     # -- handshake -----------------------------------------------------------------------
     async def _handshake(self) -> None:
@@ -239,19 +251,19 @@ class AcpClient:
         except (MalformedResponse, ValidationError) as exc:
             self._fail(f"malformed answer to {step}: {_short(exc)}")
             return
-        if self.phase == "exited":
+        if self.phase == Phase.exited:
             return
-        self.phase = "ready"
+        self.phase = Phase.ready
         who = self.agent_info.title or self.agent_info.name if self.agent_info else "agent"
         version = f" {self.agent_info.version}" if self.agent_info and self.agent_info.version else ""
         self._note(f"connected to {who}{version}")
-        self._set("idle", f"session/new: ready, {who}{version}")
+        self._set(State.idle, f"session/new: ready, {who}{version}", "session/new")
 
     # -- turns ---------------------------------------------------------------------------
     def prompt(self, text: str) -> None:
         """Start a turn with ``text`` (``session/prompt``); refused unless the agent is idle."""
         self._check_alive()
-        if self.phase == "starting":
+        if self.phase == Phase.starting:
             raise Busy("the agent is still starting (initialize / session/new)")
         if self.conversation.permissions:
             raise Busy("a permission request is pending; answer it (or cancel the turn) first")
@@ -265,21 +277,22 @@ class AcpClient:
         except PeerGone as exc:
             raise Gone(f"the agent is not reading its input: {exc}") from None
         self.conversation.user(text)
-        self.phase = "turn"
+        self.phase = Phase.turn
         self.turns += 1
         self.stop_reason = None
-        self._set("working", "session/prompt")
+        self._set(State.working, "session/prompt", "session/prompt")
         self.listener.on_change()
         self._turn = self._spawn(self._run_turn(reply))
 
     async def _run_turn(self, reply: asyncio.Future[Any]) -> None:
         me = asyncio.current_task()
         why: str
+        event = "session/prompt"
         try:
             raw = await reply
             stop = p.PromptResponse.model_validate(raw).stop_reason
             self.stop_reason = stop
-            why = f"stopReason {stop}"
+            why, event = f"stopReason {stop}", "stopReason"
         except PeerGone:
             return
         except RpcError as exc:
@@ -288,16 +301,16 @@ class AcpClient:
         except (MalformedResponse, ValidationError) as exc:
             why = f"session/prompt: malformed answer: {_short(exc)}"
             self.error = why
-        if self._turn is not me or self.phase == "exited":
+        if self._turn is not me or self.phase == Phase.exited:
             return  # the client already ended this turn (cancel timeout) or the agent is gone
-        self._end_turn(why)
+        self._end_turn(why, event)
 
-    def _end_turn(self, why: str) -> None:
+    def _end_turn(self, why: str, event: str) -> None:
         self._turn = None
         self._withdraw_all("withdrawn: the turn ended")
-        self.phase = "ready"
+        self.phase = Phase.ready
         self._note(why)
-        self._set("idle", why)
+        self._set(State.idle, why, event)
 
     def cancel(self) -> None:
         """Cancel the running turn (``session/cancel``); pending permissions are answered
@@ -311,15 +324,15 @@ class AcpClient:
         except PeerGone as exc:
             raise Gone(f"the agent is not reading its input: {exc}") from None
         for perm in list(self.conversation.permissions):
-            self._settle(perm.key, p.CANCELLED, "cancelled")
-        self._set("working", "session/cancel: sent; waiting for the agent to end the turn")
+            self._conclude(perm.key, p.CANCELLED, "cancelled")
+        self._set(State.working, "session/cancel: sent; waiting for the agent to end the turn", "session/cancel")
         self.listener.on_change()
 
         async def deadline() -> None:
             await asyncio.sleep(self.timeouts.cancel)
-            if self._turn is turn and self.phase == "turn":
+            if self._turn is turn and self.phase == Phase.turn:
                 self.error = f"the agent did not end the turn within {self.timeouts.cancel:g} s of session/cancel"
-                self._end_turn(f"session/cancel: turn ended by the client: {self.error}")
+                self._end_turn(f"session/cancel: turn ended by the client: {self.error}", "session/cancel")
 
         self._spawn(deadline())
 
@@ -355,7 +368,7 @@ class AcpClient:
             {"sessionUpdate": "tool_call_update", **req.tool_call.model_dump(by_alias=True, exclude_none=True)}
         )
         self.conversation.ask(perm)
-        self._set("blocked", f"session/request_permission: {perm.summary()}")
+        self._set(State.blocked, f"session/request_permission: {perm.summary()}", "session/request_permission")
         self.listener.on_change()
         return self._wait_answer(key, fut)
 
@@ -379,7 +392,7 @@ class AcpClient:
     def answer(self, option_id: str, request: str | None = None) -> tuple[PendingPermission, dict[str, str]]:
         """Pick ``option_id`` for the pending permission (``request``: the one the user saw;
         default the oldest). ``Withdrawn`` when it is no longer pending."""
-        if self.phase == "exited":
+        if self.phase == Phase.exited:
             raise Withdrawn("the agent has exited; its permission requests are withdrawn")
         perms = self.conversation.permissions
         if not perms:
@@ -391,13 +404,14 @@ class AcpClient:
         if option is None:
             offered = ", ".join(o["option_id"] for o in perm.options)
             raise NotOffered(f"option {option_id!r} was not offered (offered: {offered})")
-        self._settle(perm.key, p.selected(option_id), f"answered {option['name']} [{option_id}]")
-        if not self.conversation.permissions and self.phase != "exited":
-            self._set("working", f"session/request_permission: answered {option['name']} [{option_id}]")
+        self._conclude(perm.key, p.selected(option_id), f"answered {option['name']} [{option_id}]")
+        if not self.conversation.permissions:
+            how = f"session/request_permission: answered {option['name']} [{option_id}]"
+            self._set(State.working, how, "session/request_permission")
         self.listener.on_change()
         return perm, option
 
-    def _settle(self, key: str, outcome: dict[str, Any], how: str) -> None:
+    def _conclude(self, key: str, outcome: dict[str, Any], how: str) -> None:
         fut = self._answers.get(key)
         if fut is not None and not fut.done():
             fut.set_result(outcome)
@@ -405,7 +419,7 @@ class AcpClient:
 
     def _withdraw_all(self, how: str) -> None:
         for perm in list(self.conversation.permissions):
-            self._settle(perm.key, p.CANCELLED, how)
+            self._conclude(perm.key, p.CANCELLED, how)
 
     # -- what the agent sends ------------------------------------------------------------
     def _on_request(self, method: str, params: Any, rid: Any) -> Any:
@@ -463,9 +477,10 @@ class AcpClient:
             rid = params.get("requestId") if isinstance(params, dict) else None
             for key, known in list(self._rpc_ids.items()):
                 if known == rid:
-                    self._settle(key, p.CANCELLED, "withdrawn by the agent")
-                    if not self.conversation.permissions and self.phase == "turn":
-                        self._set("working", "$/cancel_request: the agent withdrew its permission request")
+                    self._conclude(key, p.CANCELLED, "withdrawn by the agent")
+                    if not self.conversation.permissions and self.phase == Phase.turn:
+                        withdrew = "$/cancel_request: the agent withdrew its permission request"
+                        self._set(State.working, withdrew, "$/cancel_request")
                     self.listener.on_change()
         else:
             log.debug("ignored ACP notification %s", method)
@@ -494,14 +509,14 @@ class AcpClient:
 
         async def linger() -> None:
             await asyncio.sleep(EOF_GRACE)
-            if self.phase != "exited" and self._fatal is None:
+            if self.phase != Phase.exited and self._fatal is None:
                 self._fail("the agent closed its stdout (the ACP connection) but kept running")
 
         self._spawn(linger())
 
     def _on_exit(self, code: int) -> None:
         self.exit_code = code
-        self.phase = "exited"
+        self.phase = Phase.exited
         self.peer.eof()
         self._withdraw_all("withdrawn: the agent exited")
         turn, self._turn = self._turn, None
@@ -511,12 +526,12 @@ class AcpClient:
         last = tail.splitlines()[-1][:300] if tail else ""
         reason = self._fatal or (f"exit code {code}" + (f"; stderr: {last}" if last else ""))
         self.why = reason
-        self.state = "exited"
+        self.state = State.exited
         self._note(f"exited ({code}): {reason}" if self._fatal else f"exited: {reason}")
         self.listener.on_exit(code, reason)
 
     def _check_alive(self) -> None:
-        if self.phase == "exited":
+        if self.phase == Phase.exited:
             raise Gone("the agent has exited")
 
     # -- end -----------------------------------------------------------------------------

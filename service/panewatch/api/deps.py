@@ -1,4 +1,4 @@
-"""What routes get from the app: the engine, the settings, and the credential checks.
+"""What routes get from the app: the engine, the settings, who acts, and the credential checks.
 
 Every check goes through the app's :class:`~panewatch.auth.Gate` (the API token or a live
 dashboard login); ``refusal`` is the same rule the ``HttpGuard`` applies before any body byte.
@@ -6,31 +6,28 @@ dashboard login); ``refusal`` is the same rule the ``HttpGuard`` applies before 
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable
-from typing import TypeVar
-
 from fastapi import HTTPException, Request, WebSocket
 from starlette.requests import HTTPConnection
 
-from ..auth import Gate, HttpRefusal, origin_allowed
+from ..auth import WHO_KEY, Gate, HttpRefusal, Who
 from ..config import Settings
-from ..engine import Engine
+from ..engine import Actor, ActorKind, EngineAPI
 from ..errors import UnknownSession
 
-T = TypeVar("T")
+#: How the door's kinds of caller (``auth.Who``) act on sessions: one to one.
+ACTOR_KINDS = {"token": ActorKind.token, "login": ActorKind.user, "device": ActorKind.device}
 
 
-async def settle(value: T | Awaitable[T]) -> T:
-    """A local engine answers at once; the cluster façade answers over the network."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-def engine_of(request: HTTPConnection) -> Engine:
-    engine: Engine = request.app.state.engine
+def engine_of(request: HTTPConnection) -> EngineAPI:
+    engine: EngineAPI = request.app.state.engine
     return engine
+
+
+def actor_of(conn: HTTPConnection) -> Actor:
+    """Who this request acts for, as the door identified it: the API token, a dashboard login,
+    or a paired device (with its id and name)."""
+    who = who_of(conn)
+    return Actor(kind=ACTOR_KINDS[who.kind], id=who.id, name=who.name)
 
 
 def settings_of(request: HTTPConnection) -> Settings:
@@ -43,13 +40,28 @@ def gate_of(request: HTTPConnection) -> Gate:
     return gate
 
 
+def secure_cookies(conn: HTTPConnection) -> bool:
+    """Cookies are ``Secure`` when browsers reach the service over https (TLS of its own, or
+    ``public_url`` behind a tunnel): a cookie then never travels in the clear."""
+    settings = settings_of(conn)
+    return (settings.public_url or "").startswith("https:") or settings.tls_cert is not None
+
+
+def who_of(conn: HTTPConnection) -> Who:
+    """Who made this request (the door identified it before routing)."""
+    who = conn.scope.get(WHO_KEY)
+    if not isinstance(who, Who):
+        raise HTTPException(401, "missing token: send Authorization: Bearer <token>")
+    return who
+
+
 def refusal(conn: HTTPConnection) -> HttpRefusal | None:
     """Who may reach this path, from the request's head alone (``HttpGuard``'s ``authorize``)."""
     engine = engine_of(conn)
 
     def report_token_of(sid: str) -> str | None:
         try:
-            return engine.report_token(sid)
+            return engine.reports.report_token(sid)
         except UnknownSession:  # never created, deleted, or another node's (its hooks report there)
             return None
 
@@ -63,6 +75,8 @@ def require_token(request: Request) -> None:
         raise HTTPException(
             401, "missing token: send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"}
         )
+    if why == "revoked":
+        raise HTTPException(401, "this device was revoked: pair it again", headers={"WWW-Authenticate": "Bearer"})
     if why == "wrong":
         raise HTTPException(403, "wrong token")
 
@@ -72,14 +86,19 @@ async def ws_admit(ws: WebSocket) -> bool:
     rejected handshake, but it does see a close code, and the page needs it to stop retrying."""
     why = gate_of(ws).check(ws, allow_query=True)
     closing = None
-    if not origin_allowed(ws, settings_of(ws).allowed_origins):
+    if not gate_of(ws).origins.websocket(ws):
         closing = (4403, "origin not allowed")
     elif why == "missing":
         closing = (4401, "missing token")
+    elif why == "revoked":
+        closing = (4401, "this device was revoked")
     elif why == "wrong":
         closing = (4403, "wrong token")
     await ws.accept()
     if closing:
         await ws.close(code=closing[0], reason=closing[1])
         return False
+    who = ws.scope.get(WHO_KEY)
+    if isinstance(who, Who) and who.kind == "device" and gate_of(ws).devices is not None:
+        gate_of(ws).devices.attach(who.id, ws)  # type: ignore[union-attr]  # closed at once on revocation
     return True

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import Conflict, PanewatchError
 from ..validation import clean_text, short_errors
+from ..worktrees import WorktreeDirty
 
 log = logging.getLogger("panewatch.api")
 
@@ -25,6 +26,8 @@ async def domain_error(request: Request, exc: Exception) -> JSONResponse:
     """``{"detail": reason}`` with the error's status; a conflict also says the state it saw."""
     assert isinstance(exc, PanewatchError)
     content: dict[str, object] = {"detail": clean_text(str(exc), 1000)}
+    if isinstance(exc, WorktreeDirty):
+        content["files"] = exc.files[:1000]
     if isinstance(exc, Conflict):
         content.update(exc.decision.as_dict())
         log.info(

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
 
 from .. import __version__, metrics
-from ..auth import COOKIE, token_matches
-from ..engine import Engine
-from .deps import engine_of, gate_of, require_token, settings_of
+from ..auth import COOKIE, DEVICE_COOKIE, token_matches
+from ..engine import EngineAPI
+from .deps import engine_of, gate_of, require_token, secure_cookies, settings_of
 
 router = APIRouter()
+E = Annotated[EngineAPI, Depends(engine_of)]
+
+
+class Health(BaseModel):
+    ok: bool
+    version: str
+    sessions: int
+
+
+class LoggedOut(BaseModel):
+    logged_out: bool = Field(description="whether this browser had a login to revoke")
 
 
 def web_dir() -> Path:
@@ -24,18 +36,28 @@ def web_dir() -> Path:
 
 
 @router.get("/healthz", tags=["service"])
-async def healthz(engine: Annotated[Engine, Depends(engine_of)]) -> dict[str, Any]:
-    return {"ok": True, "version": __version__, "sessions": len(engine)}
+async def healthz(engine: E) -> Health:
+    return Health(ok=True, version=__version__, sessions=await engine.count())
 
 
 @router.get(
     "/metrics", tags=["service"], response_class=Response, responses={200: {"content": {metrics.CONTENT_TYPE: {}}}}
 )
-async def metrics_text(request: Request, engine: Annotated[Engine, Depends(engine_of)]) -> Response:
+async def metrics_text(request: Request, engine: E) -> Response:
     """Prometheus text format; needs the token unless ``metrics_public`` is set."""
     if not settings_of(request).metrics_public:
         require_token(request)
-    return Response(metrics.exposition(engine.stats(), __version__), media_type=metrics.CONTENT_TYPE)
+    text = metrics.exposition(await engine.stats(), __version__)
+    pusher = getattr(request.app.state, "push", None)
+    if pusher is not None:
+        text += metrics.push_exposition(pusher.counts, pusher.by_device())
+    policy = getattr(request.app.state, "policy", None)
+    if policy is not None:
+        text += metrics.policy_exposition(policy.counts)
+    answers = getattr(request.app.state, "answers", None)
+    if answers is not None:
+        text += answers.exposition()
+    return Response(text, media_type=metrics.CONTENT_TYPE)
 
 
 @router.get("/", include_in_schema=False)
@@ -55,10 +77,16 @@ async def index(request: Request, token_q: Annotated[str | None, Query(alias="to
             httponly=True,
             samesite="strict",
             max_age=int(settings.login_ttl_s),
-            secure=(settings.public_url or "").startswith("https:"),
+            secure=secure_cookies(request),
         )
         return response
     why = gate.check(request)
+    if why == "revoked":
+        revoked = HTMLResponse(
+            "<h1>This device was revoked</h1><p>Pair it again: <code>panewatch pair</code>.</p>", status_code=401
+        )
+        revoked.delete_cookie(DEVICE_COOKIE)
+        return revoked
     if why == "missing":
         return HTMLResponse(
             "<h1>Log in</h1><p>Open the login URL that <code>panewatch serve</code> "
@@ -72,13 +100,33 @@ async def index(request: Request, token_q: Annotated[str | None, Query(alias="to
     return FileResponse(web_dir() / "index.html", headers={"Cache-Control": "no-store"})
 
 
-@router.post("/logout", tags=["service"])
+@router.post("/logout", tags=["service"], response_model=LoggedOut)
 async def logout(request: Request) -> Response:
     """Revoke this browser's login (its cookie stops working at once, here and anywhere it leaked)."""
-    revoked = gate_of(request).logins.revoke(request.cookies.get(COOKIE))
-    response = JSONResponse({"logged_out": revoked})
-    response.delete_cookie(COOKIE)
+    login = request.cookies.get(COOKIE)
+    response = JSONResponse({"logged_out": gate_of(request).logins.revoke(login)})
+    if login is not None:  # only then: a page of another site posts here without it, and a
+        response.delete_cookie(COOKIE)  # Set-Cookie in its answer would still log the browser out
     return response
+
+
+@router.get("/sw.js", include_in_schema=False)
+async def service_worker() -> Response:
+    """The service worker, at the root so that its scope is the whole app (``/``)."""
+    return FileResponse(
+        web_dir() / "sw.js",
+        media_type="text/javascript",
+        headers={"Cache-Control": "no-cache", "Service-Worker-Allowed": "/"},
+    )
+
+
+@router.get("/manifest.webmanifest", include_in_schema=False)
+async def web_manifest() -> Response:
+    return FileResponse(
+        web_dir() / "manifest.webmanifest",
+        media_type="application/manifest+json",
+        headers={"Cache-Control": "no-cache"},
+    )
 
 
 @router.get("/static/{path:path}", include_in_schema=False)

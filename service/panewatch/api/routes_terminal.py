@@ -34,10 +34,10 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, WebSocket
 
-from ..engine import Engine
+from ..engine import Actor, Engine, EngineAPI
+from ..engine.events import Created, Deleted, Event, Output, StateChanged
 from ..errors import PanewatchError, UnknownSession
-from ..events import Created, Deleted, Event, Output, StateChanged
-from .deps import ws_admit
+from .deps import actor_of, engine_of, ws_admit
 from .routes_ws import run_first
 
 log = logging.getLogger("panewatch.terminal")
@@ -141,7 +141,7 @@ class Terminals:
                 client.meta_dirty = True  # a state can change without output (a hook's report)
                 client.wake.set()
         elif isinstance(event, Created):
-            self.panes.setdefault(event.session["id"], PaneTerm(self.limit))
+            self.panes.setdefault(event.session.id, PaneTerm(self.limit))
         elif isinstance(event, Deleted):
             self.panes.pop(event.session, None)
 
@@ -267,23 +267,25 @@ class TermClient:
 def _meta(engine: Engine, sid: str) -> dict[str, Any]:
     """State, title and the prompt the server decided, from the engine's read models. The
     screen (which feeds pending output) is read only while blocked, for the prompt."""
-    info = engine.get(sid)
+    info = engine.info(sid)
     prompt = None
-    if info["state"] == "blocked":
-        prompt = engine.screen(sid)["prompt"]  # read fresh: the state may have moved on
-        info = engine.get(sid)
+    if info.state == "blocked":
+        found = engine.screen_now(sid).prompt  # read fresh: the state may have moved on
+        prompt = found.model_dump(mode="json") if found else None
+        info = engine.info(sid)
     return {
         "type": "state",
-        "state": info["state"],
-        "rule": info["rule"],
-        "source": info["source"],
-        "why": info["why"],
-        "since": info["since"],
-        "title": info["title"],
+        "state": str(info.state),
+        "rule": info.rule,
+        "source": str(info.source),
+        "why": info.why,
+        "since": info.since,
+        "title": info.title,
         "prompt": prompt,
-        "exit_code": info["exit_code"],
-        "rows": info["rows"],
-        "cols": info["cols"],
+        "request": info.request.model_dump(mode="json") if info.request else None,
+        "exit_code": info.exit_code,
+        "rows": info.rows,
+        "cols": info.cols,
     }
 
 
@@ -291,29 +293,34 @@ def _meta(engine: Engine, sid: str) -> dict[str, Any]:
 async def term(ws: WebSocket, sid: str) -> None:
     if not await ws_admit(ws):
         return
-    engine = _local(ws.app.state.engine)
-    if sid not in engine and sid in ws.app.state.engine:  # another node's pane (cluster)
-        await _remote_term(ws, ws.app.state.engine, sid)
-        return
     terminals: Terminals = ws.app.state.terminals
+    engine = terminals.engine
+    if sid not in engine:
+        try:
+            await engine_of(ws).get(sid)  # another node's pane (cluster), or none at all
+        except UnknownSession as exc:
+            await ws.close(code=4404, reason=str(exc))
+            return
+        await _remote_term(ws, engine_of(ws), sid)
+        return
     try:
         # read fresh: everything received so far is on the screen, so history + repaint + what
         # follows is seamless (all three are taken in this same turn of the loop)
-        view = engine.screen(sid, styles=True)
+        view = engine.screen_now(sid, styles=True)
     except UnknownSession as exc:
         await ws.close(code=4404, reason=str(exc))
         return
     pane = terminals.pane(sid)
     past = pane.history.snapshot()
-    screen_now = repaint(view, pane.modes, pane.alternate)
-    client = TermClient((view["size"]["rows"], view["size"]["cols"]))
+    screen_now = repaint(view.model_dump(mode="json"), pane.modes, pane.alternate)
+    client = TermClient((view.size.rows, view.size.cols))
     pane.clients.add(client)
 
     try:
         await run_first(
             ws,
             _sender(ws, engine, sid, pane, client, past, screen_now),
-            _receiver(ws, engine, terminals, sid, client),
+            _receiver(ws, engine, terminals, sid, client, actor_of(ws)),
             what="terminal websocket",
         )
     finally:
@@ -361,11 +368,11 @@ async def _sender(
         if client.resync:
             client.resync = False
             client.clear()
-            fresh = engine.screen(sid, styles=True)
-            rows, cols = client.size = (fresh["size"]["rows"], fresh["size"]["cols"])
+            fresh = engine.screen_now(sid, styles=True)
+            rows, cols = client.size = (fresh.size.rows, fresh.size.cols)
             log.info("a slow terminal client was resynchronised from the screen", extra={"session": sid})
             await _send_json(ws, {"type": "size", "rows": rows, "cols": cols, "resync": True})
-            await ws.send_bytes(repaint(fresh, pane.modes, pane.alternate))
+            await ws.send_bytes(repaint(fresh.model_dump(mode="json"), pane.modes, pane.alternate))
         item = client.take()
         if isinstance(item, dict):
             await _send_json(ws, item)
@@ -381,7 +388,9 @@ async def _sender(
                 await asyncio.wait_for(client.wake.wait(), timeout=max(wait or META_INTERVAL_S, 0.01))
 
 
-async def _receiver(ws: WebSocket, engine: Engine, terminals: Terminals, sid: str, client: TermClient) -> None:
+async def _receiver(
+    ws: WebSocket, engine: Engine, terminals: Terminals, sid: str, client: TermClient, actor: Actor
+) -> None:
     """Keystrokes and resizes from the page, each answered by ``handle``."""
     while True:
         message = await ws.receive()
@@ -399,7 +408,7 @@ async def _receiver(ws: WebSocket, engine: Engine, terminals: Terminals, sid: st
         if not isinstance(msg, dict):
             continue
         try:
-            reply = handle(engine, terminals, sid, client, msg)
+            reply = await handle(engine, terminals, sid, client, msg, actor)
         except UnknownSession:
             return
         except PanewatchError as exc:  # exited, not reading its input, a bad size
@@ -408,24 +417,18 @@ async def _receiver(ws: WebSocket, engine: Engine, terminals: Terminals, sid: st
             await _send_json(ws, reply)
 
 
-def _cursor_line(view: dict[str, Any]) -> tuple[int, str]:
-    row = view["cursor"]["row"]
-    rows = view["rows"]
-    return row, (rows[row] if 0 <= row < len(rows) else "")
-
-
-def _own_echo(view: dict[str, Any], typing_at: tuple[int, str] | None) -> bool:
+def _own_echo(now: dict[str, Any], typing_at: tuple[int, str] | None) -> bool:
     """The "prompt" is the user's own typing: the cursor is still on the line they were typing
     on and that line only grew (``read -p "Go? [y/N]`` typed at a shell matches the yes/no rule
     as it is typed). A real prompt comes on a new line, or replaces the line."""
     if typing_at is None or not typing_at[1].strip():
         return False
-    row, line = _cursor_line(view)
-    return row == typing_at[0] and line.startswith(typing_at[1])
+    line: str = now["line"]
+    return now["row"] == typing_at[0] and line.startswith(typing_at[1])
 
 
-def handle(
-    engine: Engine, terminals: Terminals, sid: str, client: TermClient, msg: dict[str, Any]
+async def handle(
+    engine: Engine, terminals: Terminals, sid: str, client: TermClient, msg: dict[str, Any], actor: Actor
 ) -> dict[str, Any] | None:
     """One message from the page; returns the reply to send, if any."""
     kind = msg.get("type")
@@ -438,21 +441,21 @@ def handle(
                 return {"type": "error", "detail": "too many keys held back: send or drop them first"}
             client.held.append(data)
             return {"type": "held", "bytes": sum(map(len, client.held))}
-        view = engine.screen(sid)  # classified now
-        if view["state"] == "blocked":
-            age = time.time() - engine.get(sid)["since"]
-            if age < HOLD_S and not _own_echo(view, client.typing_at):
+        now = engine.typing(sid)  # as fresh as a classification now
+        if now["state"] == "blocked":
+            age = time.time() - now["since"]
+            if age < HOLD_S and not _own_echo(now, client.typing_at):
                 client.held.append(data)
                 log.info(
                     "held back %d key bytes typed %.2fs after the pane turned blocked (%s)",
                     len(data),
                     age,
-                    view["rule"],
+                    now["rule"],
                     extra={"session": sid},
                 )
-                return {"type": "held", "bytes": len(data), "rule": view["rule"]}
-        client.typing_at = _cursor_line(view)
-        engine.write_keys(sid, data.encode("utf-8", "surrogatepass"))  # logged there, with the session
+                return {"type": "held", "bytes": len(data), "rule": now["rule"]}
+        client.typing_at = (now["row"], now["line"])
+        engine.keys(sid, data.encode("utf-8", "surrogatepass"), actor)  # logged there, per burst
         return None
     if kind == "release":
         held, client.held = "".join(client.held), []
@@ -460,7 +463,7 @@ def handle(
             return {"type": "released", "sent": False, "bytes": 0}
         if msg.get("send") is True:
             log.info("sending %d held-back key bytes on the user's word", len(held), extra={"session": sid})
-            engine.write_keys(sid, held.encode("utf-8", "surrogatepass"))
+            engine.keys(sid, held.encode("utf-8", "surrogatepass"), actor)
             return {"type": "released", "sent": True, "bytes": len(held)}
         log.info("dropped %d held-back key bytes on the user's word", len(held), extra={"session": sid})
         return {"type": "released", "sent": False, "bytes": len(held)}
@@ -468,17 +471,18 @@ def handle(
         rows, cols = msg.get("rows"), msg.get("cols")
         if not (isinstance(rows, int) and isinstance(cols, int)):
             return {"type": "error", "detail": "resize: rows and cols are integers"}
-        info = engine.get(sid)
-        if (rows, cols) != (info["rows"], info["cols"]):
-            engine.resize(sid, rows, cols)  # a bad size raises InvalidRequest: the reply says why
-            log.info("resized to %dx%d from the page", rows, cols, extra={"session": sid})
+        info = engine.info(sid)
+        if (rows, cols) != (info.rows, info.cols):
+            await engine.resize(sid, rows, cols, actor=actor)  # a bad size raises InvalidRequest: the reply says why
+            # a page resizes as its window is dragged: a line each is noise at info
+            log.debug("resized to %dx%d from the page", rows, cols, extra={"session": sid})
             for other in list(terminals.pane(sid).clients):
                 other.on_resize(rows, cols)
         return None
     return {"type": "error", "detail": f"unknown message type {kind!r}"}
 
 
-async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
+async def _remote_term(ws: WebSocket, cluster: EngineAPI, sid: str) -> None:
     """Another node's pane, watched from here: its screen frames (which flow over the cluster
     only while watched) drawn as repaints; no history and no typing (answers go through the
     guarded ``/answer``, which the owning node checks; type on that node's own dashboard)."""
@@ -488,8 +492,8 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
 
     async def sender() -> None:
         nonlocal sent_size, ready
-        async for frame in cluster.screens(sid, styles=True):
-            _apply_frame(view, frame)
+        async for frame in await cluster.screens(sid, styles=True):
+            _apply_frame(view, frame.model_dump(mode="json"))
             size = (view["size"]["rows"], view["size"]["cols"])
             if size != sent_size:
                 await ws.send_text(
@@ -516,6 +520,7 @@ async def _remote_term(ws: WebSocket, cluster: Any, sid: str) -> None:
                         "source": view.get("source"),
                         "title": view.get("title", ""),
                         "prompt": view.get("prompt"),
+                        "request": view.get("request"),
                         "rows": size[0],
                         "cols": size[1],
                     }
@@ -553,14 +558,7 @@ def _apply_frame(view: dict[str, Any], frame: dict[str, Any]) -> None:
     view.update({k: v for k, v in frame.items() if k not in ("changed", "changed_styles")}, rows=rows, styles=styles)
 
 
-def _local(engine: Any) -> Engine:
-    """This node's engine. In a cluster the façade's reads are remote calls; a terminal is
-    served by the node that holds the pane (another node's session gets 4404 here)."""
-    local = getattr(engine, "local", None)
-    return local if isinstance(local, Engine) else engine
-
-
-def install(app: FastAPI) -> None:
-    """Add the terminal channel to the app (needs ``app.state.engine``)."""
-    app.state.terminals = Terminals(_local(app.state.engine))
+def install(app: FastAPI, local: Engine) -> None:
+    """Add the terminal channel to the app, kept from ``local``: this node's engine."""
+    app.state.terminals = Terminals(local)
     app.include_router(router)

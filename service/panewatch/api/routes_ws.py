@@ -15,9 +15,9 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
-from ..engine import Engine
+from ..engine import ScreenFrame
 from ..errors import UnknownSession
-from .deps import ws_admit
+from .deps import engine_of, ws_admit
 
 log = logging.getLogger("panewatch.api")
 
@@ -28,8 +28,7 @@ router = APIRouter()
 async def ws_state(ws: WebSocket) -> None:
     if not await ws_admit(ws):
         return
-    engine: Engine = ws.app.state.engine
-    stream = engine.events()
+    stream = await engine_of(ws).events()
 
     async def sender() -> None:
         async for event in stream:
@@ -45,10 +44,9 @@ async def ws_state(ws: WebSocket) -> None:
 async def ws_screen(ws: WebSocket, sid: str) -> None:
     if not await ws_admit(ws):
         return
-    engine: Engine = ws.app.state.engine
     interval = ws.app.state.settings.screen_interval_ms / 1000
     try:
-        frames: AsyncIterator[dict[str, Any]] = engine.screens(
+        frames: AsyncIterator[ScreenFrame] = await engine_of(ws).screens(
             sid, interval=interval, styles=ws.query_params.get("styles") in ("1", "true")
         )
     except UnknownSession as exc:
@@ -57,7 +55,7 @@ async def ws_screen(ws: WebSocket, sid: str) -> None:
 
     async def sender() -> None:
         async for frame in frames:
-            await ws.send_json(frame)
+            await ws.send_json(frame.model_dump(mode="json"))
 
     await run_until_closed(ws, sender())
 

@@ -1,36 +1,56 @@
-"""The engine façade over many nodes: local sessions served here, the others forwarded.
+"""``EngineAPI`` over many nodes: local sessions served here, the others forwarded.
 
-``ClusterEngine`` offers what the API uses of ``Engine``; a session on another node is read
-from the cluster's key-value bucket and acted on by a NATS request to its owner, which runs the
-very same guarded call on its own engine (reclassify before writing, a blocked pane takes only
-a confirmed answer). Guards therefore run once, where the agent is. A request to an unreachable
-node fails fast with ``Unavailable`` (HTTP 503) instead of waiting.
+``ClusterEngine`` implements the same contract as the local ``Engine``; a session on another
+node is read from the cluster's key-value bucket and acted on by a NATS request to its owner,
+which runs the very same guarded call on its own engine (reclassify before writing, a blocked
+pane takes only a confirmed answer), with the actor who asked. Guards therefore run once, where
+the agent is. A request to an unreachable node fails fast with ``Unavailable`` (HTTP 503).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import builtins
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import suppress
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from ..engine import Engine
-from ..errors import Conflict, InvalidRequest, PanewatchError, Unavailable, UnknownSession
-from ..events import Created, Deleted, Event, EventHub, EventStream, Output, Snapshot, StateChanged
-from ..session import SessionSpec
+from pydantic import ValidationError
+
+from ..engine import (
+    Actor,
+    AgentList,
+    AnswerResult,
+    Cancelled,
+    Changes,
+    ConversationView,
+    Deletion,
+    Engine,
+    EngineStats,
+    EventStream,
+    Explanation,
+    Prompt,
+    ReportDesk,
+    ScreenFrame,
+    ScreenView,
+    Sent,
+    SessionInfo,
+    SessionSpec,
+)
+from ..engine.events import Created, Deleted, Event, EventHub, Output, Renamed, Snapshot, StateChanged
+from ..errors import Conflict, InvalidRequest, StartupRefused, Unavailable, UnknownSession
 from ..states import Decision, Source, State
+from ..worktrees import WorktreeBusy, WorktreeDirty
+from ._serving import LEASE_S, Serving
 from .link import ClusterError, NodeLink, NodeUnreachable, RemoteError
 
-log = logging.getLogger("panewatch.cluster")
+__all__ = ["ClusterEngine"]
 
-#: How long a remote screen or terminal stream lasts without its watcher renewing it.
-LEASE_S = 6.0
+log = logging.getLogger("panewatch.cluster")
 
 
 def _decision(extra: dict[str, Any]) -> Decision:
@@ -47,36 +67,42 @@ def _raise_remote(exc: RemoteError) -> None:
     """Turn the owner's refusal back into the same domain error a local call raises."""
     if exc.status == 404:
         raise UnknownSession(exc.detail)
-    if exc.status == 409:
+    if exc.status == 409 and "decision" in exc.extra:
         raise Conflict(exc.detail, _decision(exc.extra))
+    if exc.status == 409 and isinstance(files := exc.extra.get("files"), list):
+        raise WorktreeDirty.told(exc.detail, [str(f) for f in files])
+    if exc.status == 409:
+        raise WorktreeBusy(exc.detail)
     if exc.status == 503:
         raise Unavailable(exc.detail)
     raise InvalidRequest(exc.detail)
 
 
 class ClusterEngine:
-    """Every node's sessions behind the local engine's façade."""
+    """Every node's sessions behind ``EngineAPI``."""
 
     def __init__(self, local: Engine, link: NodeLink) -> None:
         self.local = local
         self.link = link
         self.node = link.node
         self.hub = EventHub()
-        self._streams: dict[str, tuple[asyncio.Task[Any], list[float]]] = {}  # watch id -> (task, [expiry])
-        self._remote_states: dict[str, str] = {}  # remote session -> the state our views last showed
+        self.serving = Serving(local, link, self._tag)
+        self._remote_states: dict[str, State] = {}
+        self._remote_names: dict[
+            str, str
+        ] = {}  # remote session -> the name our views last showed  # remote session -> the state our views last showed
         self._unsubscribe = local.subscribe(self._on_local_event)
         link.session_listeners.append(self._on_remote_session)
         link.node_listeners.append(self._on_node)
 
-    def __getattr__(self, name: str) -> Any:
-        """What the cluster does not change (agents, stats, report tokens...) is the local engine's."""
-        return getattr(self.local, name)
+    @property
+    def reports(self) -> ReportDesk:
+        """Only this node's sessions report here (their hooks talk to their own node)."""
+        return self.local.reports
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def join(self) -> None:
+    async def prepare(self) -> None:
         """Join the cluster (before the server listens); StartupRefused says why it cannot."""
-        from ..wiring import StartupRefused
-
         try:
             await self.link.start()
         except ClusterError as exc:
@@ -85,24 +111,25 @@ class ClusterEngine:
     async def start(self) -> None:
         await self.local.start()
         if not self.link.started:
-            await self.join()
-        for info in self.local.list():
-            self.link.publish(info["id"], self._tag(info))
+            await self.prepare()
+        for info in self.local.infos():
+            self.link.publish(info.id, self._wire(info))
 
     async def stop(self) -> None:
-        for task, _ in self._streams.values():
-            task.cancel()
+        self.serving.stop()
         await self.link.stop()
         self._unsubscribe()
         await self.local.stop()
 
-    def report_token(self, sid: str) -> str:
-        """Only this node's sessions report here (their hooks talk to their own node)."""
-        return self.local.report_token(sid)
+    async def reachable_at(self, url: str | None = None, env: Mapping[str, str] | None = None) -> None:
+        await self.local.reachable_at(url, env)
 
     # -- where a session lives ---------------------------------------------------------------
-    def _tag(self, info: dict[str, Any]) -> dict[str, Any]:
-        return {**info, "node": self.node}
+    def _tag(self, info: SessionInfo) -> SessionInfo:
+        return info.model_copy(update={"node": self.node})
+
+    def _wire(self, info: SessionInfo) -> dict[str, Any]:
+        return self._tag(info).model_dump(mode="json")
 
     def _owner(self, sid: str) -> str | None:
         """None for a local session, else the owning node's name; UnknownSession if nowhere."""
@@ -113,16 +140,24 @@ class ClusterEngine:
                 return peer.name
         raise UnknownSession(f"no session {sid!r} on any node")
 
-    def _remote_info(self, node: str, info: dict[str, Any]) -> dict[str, Any]:
-        out = {**info, "node": node}
-        if not self.link.owner_alive(node):
-            out.update(
-                state=str(State.unreachable),
-                source="cluster",
-                rule=node,
-                why=f"node {node} is unreachable; last known state {info.get('state')}",
-            )
-        return out
+    def _remote_info(self, node: str, info: dict[str, Any]) -> SessionInfo | None:
+        """Another node's session as this node shows it; None for a record that is not a
+        session's info (a node of another version, a damaged bucket), which is left out."""
+        try:
+            view = SessionInfo.model_validate({**info, "node": node})
+        except ValidationError as exc:
+            log.warning("left out session %r of node %s: not a session's info (%s)", info.get("id"), node, exc)
+            return None
+        if self.link.owner_alive(node):
+            return view
+        return view.model_copy(
+            update={
+                "state": State.unreachable,
+                "source": Source.cluster,
+                "rule": node,
+                "why": f"node {node} is unreachable; last known state {info.get('state')}",
+            }
+        )
 
     async def _ask(self, node: str, op: str, args: dict[str, Any]) -> Any:
         try:
@@ -132,127 +167,180 @@ class ClusterEngine:
         except RemoteError as exc:
             _raise_remote(exc)
 
+    @staticmethod
+    def _by(actor: Actor) -> dict[str, Any]:
+        return actor.model_dump(mode="json")
+
     # -- read models -----------------------------------------------------------------------
-    def list(self) -> list[dict[str, Any]]:
-        out = [self._tag(info) for info in self.local.list()]
+    def _all(self) -> list[SessionInfo]:
+        out = [self._tag(info) for info in self.local.infos()]
         for peer in self.link.peers.values():
-            out += [self._remote_info(peer.name, info) for _, info in peer.sessions.values()]
+            for _, info in peer.sessions.values():
+                if (view := self._remote_info(peer.name, info)) is not None:
+                    out.append(view)
         return out
 
-    def snapshot(self) -> Snapshot:
-        return Snapshot(self.list())
+    async def list(self) -> list[SessionInfo]:
+        return self._all()
 
-    def __contains__(self, sid: object) -> bool:
-        return sid in self.local or any(sid in p.sessions for p in self.link.peers.values())
+    async def count(self) -> int:
+        return len(self._all())
 
-    def __len__(self) -> int:
-        return len(self.list())
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(self._all())
 
-    async def get(self, sid: str) -> dict[str, Any]:
+    async def get(self, sid: str) -> SessionInfo:
         node = self._owner(sid)
         if node is None:
-            return self._tag(self.local.get(sid))
-        for peer in self.link.peers.values():
-            if sid in peer.sessions:
-                return self._remote_info(peer.name, peer.sessions[sid][1])
-        raise UnknownSession(f"no session {sid!r} on any node")
+            return self._tag(self.local.info(sid))
+        view = self._remote_info(node, self.link.peers[node].sessions[sid][1])
+        if view is None:
+            raise UnknownSession(f"session {sid!r} of node {node} cannot be read here")
+        return view
 
-    info = get
-
-    async def screen(self, sid: str, *, styles: bool = False) -> dict[str, Any]:
+    async def screen(self, sid: str, *, styles: bool = False) -> ScreenView:
         node = self._owner(sid)
         if node is None:
-            return self.local.screen(sid, styles=styles)
-        return dict(await self._ask(node, "screen", {"sid": sid, "styles": styles}))
+            return await self.local.screen(sid, styles=styles)
+        return ScreenView.model_validate(await self._ask(node, "screen", {"sid": sid, "styles": styles}))
 
-    async def explain(self, sid: str) -> dict[str, Any]:
+    async def prompt(self, sid: str) -> Prompt | None:
         node = self._owner(sid)
         if node is None:
-            return self.local.explain(sid)
-        return dict(await self._ask(node, "explain", {"sid": sid}))
+            return await self.local.prompt(sid)
+        found = await self._ask(node, "prompt", {"sid": sid})
+        return None if found is None else Prompt.model_validate(found)
+
+    async def explain(self, sid: str) -> Explanation:
+        node = self._owner(sid)
+        if node is None:
+            return await self.local.explain(sid)
+        return Explanation.model_validate(await self._ask(node, "explain", {"sid": sid}))
+
+    async def conversation(self, sid: str) -> ConversationView:
+        node = self._owner(sid)
+        if node is None:
+            return await self.local.conversation(sid)
+        return ConversationView.model_validate(await self._ask(node, "conversation", {"sid": sid}))
+
+    async def agents(self) -> AgentList:
+        """This node's manifests (every node loads its own)."""
+        return await self.local.agents()
+
+    async def transcript(self, sid: str) -> tuple[Path, int] | None:
+        """Recordings are served by the node that keeps them (None here for another node's)."""
+        return await self.local.transcript(sid)
+
+    async def stats(self) -> EngineStats:
+        """This node's figures (each node serves its own ``/metrics``)."""
+        return await self.local.stats()
 
     # -- actions ---------------------------------------------------------------------------
-    async def create(self, spec: SessionSpec, node: str | None = None) -> dict[str, Any]:
+    async def create(self, spec: SessionSpec, *, actor: Actor, node: str | None = None) -> SessionInfo:
         if node in (None, "", self.node):
-            return self._tag(self.local.create(spec))
+            return self._tag(await self.local.create(spec, actor=actor))
         if node not in self.link.peers:
             raise InvalidRequest(f"unknown node {node!r} (known: {', '.join(sorted(self.link.peers)) or 'none'})")
-        return dict(await self._ask(node, "create", {"spec": spec.__dict__}))
+        args = {"spec": asdict(spec), "actor": self._by(actor)}
+        return SessionInfo.model_validate(await self._ask(node, "create", args))
 
-    async def delete(self, sid: str) -> dict[str, Any]:
+    async def delete(self, sid: str, *, actor: Actor, discard: bool = False) -> Deletion:
         node = self._owner(sid)
         if node is None:
-            return await self.local.delete(sid)
-        return dict(await self._ask(node, "delete", {"sid": sid}))
+            return await self.local.delete(sid, actor=actor, discard=discard)
+        asked = {"sid": sid, "actor": self._by(actor), "discard": discard}
+        return Deletion.model_validate(await self._ask(node, "delete", asked))
 
-    async def send(self, sid: str, text: str, *, enter: bool = True) -> Decision:
+    async def changes(self, sid: str) -> Changes:
         node = self._owner(sid)
         if node is None:
-            return await self.local.send(sid, text, enter=enter)
-        return _decision({"decision": await self._ask(node, "send", {"sid": sid, "text": text, "enter": enter})})
+            return await self.local.changes(sid)
+        return Changes.model_validate(await self._ask(node, "changes", {"sid": sid}))
+
+    async def resume(self, sid: str, *, actor: Actor) -> SessionInfo:
+        node = self._owner(sid)
+        if node is None:
+            return self._tag(await self.local.resume(sid, actor=actor))
+        return SessionInfo.model_validate(await self._ask(node, "resume", {"sid": sid, "actor": self._by(actor)}))
+
+    async def resize(self, sid: str, rows: int, cols: int, *, actor: Actor) -> SessionInfo:
+        node = self._owner(sid)
+        if node is None:
+            return self._tag(await self.local.resize(sid, rows, cols, actor=actor))
+        args = {"sid": sid, "rows": rows, "cols": cols, "actor": self._by(actor)}
+        return SessionInfo.model_validate(await self._ask(node, "resize", args))
+
+    async def send(self, sid: str, text: str, *, actor: Actor, enter: bool = True) -> Sent:
+        node = self._owner(sid)
+        if node is None:
+            return await self.local.send(sid, text, actor=actor, enter=enter)
+        args = {"sid": sid, "text": text, "enter": enter, "actor": self._by(actor)}
+        return Sent.model_validate(await self._ask(node, "send", args))
 
     async def answer(
-        self, sid: str, *, option: int | str | None = None, keys: str | None = None, request: str | None = None
-    ) -> Any:
+        self,
+        sid: str,
+        *,
+        actor: Actor,
+        option: int | str | None = None,
+        keys: str | None = None,
+        request: str | None = None,
+        prompt_id: str | None = None,
+    ) -> AnswerResult:
         node = self._owner(sid)
         if node is None:
-            return await self.local.answer(sid, option=option, keys=keys, request=request)
-        from ..engine import AnswerResult
+            return await self.local.answer(
+                sid, actor=actor, option=option, keys=keys, request=request, prompt_id=prompt_id
+            )
+        # the prompt id is checked where the pane is, right before its owner writes
+        args = {"sid": sid, "option": option, "keys": keys, "request": request, "prompt_id": prompt_id}
+        return AnswerResult.model_validate(await self._ask(node, "answer", {**args, "actor": self._by(actor)}))
 
-        r = await self._ask(node, "answer", {"sid": sid, "option": option, "keys": keys, "request": request})
-        return AnswerResult(bool(r["took"]), State(r["state"]), r.get("rule"), float(r["waited"]), str(r["keys"]))
-
-    async def resize(self, sid: str, rows: int, cols: int) -> dict[str, Any]:
+    async def rename(self, sid: str, name: str, *, actor: Actor) -> SessionInfo:
         node = self._owner(sid)
         if node is None:
-            return self._tag(self.local.resize(sid, rows, cols))
-        return dict(await self._ask(node, "resize", {"sid": sid, "rows": rows, "cols": cols}))
+            return self._tag(await self.local.rename(sid, name, actor=actor))
+        args = {"sid": sid, "name": name, "actor": self._by(actor)}
+        return SessionInfo.model_validate(await self._ask(node, "rename", args))
 
-    async def cancel(self, sid: str) -> Any:
+    async def cancel(self, sid: str, *, actor: Actor) -> Cancelled:
         """An ACP session's turn cancelled (session/cancel), wherever the session runs."""
         node = self._owner(sid)
         if node is None:
-            return self.local.cancel(sid)
-        return await self._ask(node, "cancel", {"sid": sid})
+            return await self.local.cancel(sid, actor=actor)
+        return Cancelled.model_validate(await self._ask(node, "cancel", {"sid": sid, "actor": self._by(actor)}))
 
-    async def conversation(self, sid: str) -> Any:
+    async def write_keys(self, sid: str, data: bytes, *, actor: Actor) -> None:
         node = self._owner(sid)
         if node is None:
-            return self.local.conversation(sid)
-        return await self._ask(node, "conversation", {"sid": sid})
-
-    def conversations(self, sid: str) -> AsyncIterator[dict[str, Any]]:
-        node = self._owner(sid)
-        if node is None:
-            return self.local.conversations(sid)
-        return self._remote_stream(node, "conversation", sid, {})
-
-    async def write_keys(self, sid: str, data: bytes) -> None:
-        node = self._owner(sid)
-        if node is None:
-            self.local.write_keys(sid, data)
+            await self.local.write_keys(sid, data, actor=actor)
             return
-        await self._ask(node, "write_keys", {"sid": sid, "data": base64.b64encode(data).decode()})
+        args = {"sid": sid, "data": base64.b64encode(data).decode(), "actor": self._by(actor)}
+        await self._ask(node, "write_keys", args)
 
     # -- streams ---------------------------------------------------------------------------
-    def events(self, *, size: int = 1000, heartbeat: float | None = 15.0) -> EventStream:
-        return self.hub.stream(self.snapshot, size=size, heartbeat=heartbeat)
+    async def events(self, *, size: int = 1000, heartbeat: float | None = 15.0) -> EventStream:
+        return self.hub.stream(self._snapshot, size=size, heartbeat=heartbeat)
 
-    def screens(self, sid: str, *, interval: float = 0.1, styles: bool = False) -> AsyncIterator[dict[str, Any]]:
+    async def screens(self, sid: str, *, interval: float = 0.1, styles: bool = False) -> AsyncIterator[ScreenFrame]:
         node = self._owner(sid)
         if node is None:
-            return self.local.screens(sid, interval=interval, styles=styles)
-        return self._remote_stream(node, "screen", sid, {"interval": interval, "styles": styles})
+            return await self.local.screens(sid, interval=interval, styles=styles)
+        return self._frames(node, sid, {"interval": interval, "styles": styles})
 
-    def output(self, sid: str, *, limit: int = 1 << 20) -> AsyncIterator[bytes]:
+    async def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[ConversationView]:
         node = self._owner(sid)
         if node is None:
-            return self.local.output(sid, limit=limit)
-        return self._remote_bytes(node, sid)
+            return await self.local.conversations(sid, interval=interval)
+        return self._views(node, sid)
 
-    async def _remote_bytes(self, node: str, sid: str) -> AsyncIterator[bytes]:
-        async for item in self._remote_stream(node, "output", sid, {}):
-            yield base64.b64decode(item["b"])
+    async def _frames(self, node: str, sid: str, args: dict[str, Any]) -> AsyncIterator[ScreenFrame]:
+        async for item in self._remote_stream(node, "screen", sid, args):
+            yield ScreenFrame.model_validate(item)
+
+    async def _views(self, node: str, sid: str) -> AsyncIterator[ConversationView]:
+        async for item in self._remote_stream(node, "conversation", sid, {}):
+            yield ConversationView.model_validate(item)
 
     async def _remote_stream(self, node: str, kind: str, sid: str, args: dict[str, Any]) -> AsyncIterator[Any]:
         """Items the owner publishes for us while we keep renewing the lease."""
@@ -280,86 +368,7 @@ class ClusterEngine:
     # -- serving the other nodes -------------------------------------------------------------
     async def respond(self, op: str, args: dict[str, Any]) -> Any:
         """One request from another node, run on the local engine with its usual guards."""
-        try:
-            return await self._run(op, args)
-        except Conflict as exc:
-            raise RemoteError(409, str(exc), {"decision": exc.decision.as_dict()}) from None
-        except PanewatchError as exc:
-            raise RemoteError(exc.status, str(exc)) from None
-
-    async def _run(self, op: str, args: dict[str, Any]) -> Any:
-        local, sid = self.local, str(args.get("sid", ""))
-        if op == "screen":
-            return local.screen(sid, styles=bool(args.get("styles")))
-        if op == "explain":
-            return local.explain(sid)
-        if op == "create":
-            return self._tag(local.create(SessionSpec(**args["spec"])))
-        if op == "delete":
-            return await local.delete(sid)
-        if op == "send":
-            return (await local.send(sid, str(args["text"]), enter=bool(args.get("enter", True)))).as_dict()
-        if op == "answer":
-            r = await local.answer(sid, option=args.get("option"), keys=args.get("keys"), request=args.get("request"))
-            return {"took": r.took, "state": str(r.state), "rule": r.rule, "waited": r.waited, "keys": r.keys}
-        if op == "resize":
-            return self._tag(local.resize(sid, int(args["rows"]), int(args["cols"])))
-        if op == "cancel":
-            return local.cancel(sid)
-        if op == "conversation":
-            return local.conversation(sid)
-        if op == "write_keys":
-            local.write_keys(sid, base64.b64decode(str(args["data"])))
-            return {"written": True}
-        if op == "watch":
-            return self._lease(args)
-        raise InvalidRequest(f"unknown cluster operation {op!r}")
-
-    def _lease(self, args: dict[str, Any]) -> dict[str, Any]:
-        watch = str(args["watch"])
-        known = self._streams.get(watch)
-        if known is not None:
-            known[1][0] = time.monotonic() + LEASE_S
-            return {"watching": watch}
-        sid, kind = str(args["sid"]), str(args["kind"])
-        if kind == "screen":
-            extra = args.get("args") or {}
-            source: AsyncIterator[Any] = self.local.screens(
-                sid, interval=float(extra.get("interval", 0.1)), styles=bool(extra.get("styles"))
-            )
-        elif kind == "conversation":
-            source = self.local.conversations(sid)
-        else:
-            source = self._b64(self.local.output(sid))
-        expiry = [time.monotonic() + LEASE_S]
-        task = asyncio.get_running_loop().create_task(self._pump(watch, str(args["subject"]), source, expiry))
-        self._streams[watch] = (task, expiry)
-        return {"watching": watch}
-
-    @staticmethod
-    async def _b64(source: AsyncIterator[bytes]) -> AsyncIterator[dict[str, str]]:
-        async for chunk in source:
-            yield {"b": base64.b64encode(chunk).decode()}
-
-    # `list` alone means the method above here (annotations resolve in the class body)
-    async def _pump(self, watch: str, subject: str, source: AsyncIterator[Any], expiry: builtins.list[float]) -> None:
-        """Publish a stream's items while its lease holds; a watcher that went away costs nothing.
-        The stream is iterated by a task of its own and only cancelled when the lease ends: a
-        time-out around each item would cancel the generator in the middle of its first frame."""
-
-        async def forward() -> None:
-            async for item in source:
-                await self.link.publish_raw(subject, item)
-
-        task = asyncio.ensure_future(forward())
-        try:
-            while not task.done() and time.monotonic() < expiry[0]:
-                await asyncio.wait({task}, timeout=max(0.05, min(1.0, expiry[0] - time.monotonic())))
-        finally:
-            task.cancel()
-            with suppress(asyncio.CancelledError, UnknownSession):
-                await task
-            self._streams.pop(watch, None)
+        return await self.serving.respond(op, args)
 
     # -- events ----------------------------------------------------------------------------
     def _on_local_event(self, event: Event) -> None:
@@ -367,39 +376,50 @@ class ClusterEngine:
             return
         if isinstance(event, Deleted):
             self.link.publish(event.session, None)
-        elif isinstance(event, (Created, StateChanged)):
-            sid = event.session["id"] if isinstance(event, Created) else event.session
+        elif isinstance(event, (Created, Renamed, StateChanged)):
+            sid = event.session if isinstance(event, StateChanged) else event.session.id
             if sid in self.local:
-                self.link.publish(sid, self._tag(self.local.get(sid)))
+                self.link.publish(sid, self._wire(self.local.info(sid)))
         if isinstance(event, Created):
-            event = Created(self._tag(event.session))
+            event = Created(self._tag(event.session), event.actor)
+        elif isinstance(event, Renamed):
+            event = Renamed(self._tag(event.session), event.actor)
         self.hub.publish(event)
 
     def _on_remote_session(self, node: str, sid: str, info: dict[str, Any] | None, revision: int) -> None:
         if info is None:
+            self._remote_names.pop(sid, None)
             if self._remote_states.pop(sid, None) is not None:
                 self.hub.publish(Deleted(sid))
             return
         view = self._remote_info(node, info)
+        if view is None:
+            return
         before = self._remote_states.get(sid)
-        self._remote_states[sid] = view["state"]
+        self._remote_states[sid] = view.state
+        named = self._remote_names.get(sid)
+        self._remote_names[sid] = view.name
         if before is None:
             self.hub.publish(Created(view))
-        elif before != view["state"]:
-            self.hub.publish(self._changed(sid, view, before))
+            return
+        if named is not None and named != view.name:
+            self.hub.publish(Renamed(view))
+        if before != view.state:
+            self.hub.publish(self._changed(view, before))
 
     @staticmethod
-    def _changed(sid: str, view: dict[str, Any], before: str | None) -> StateChanged:
+    def _changed(view: SessionInfo, before: State | None) -> StateChanged:
         return StateChanged(
-            sid,
-            State(view["state"]),
-            State(before) if before else None,
-            str(view.get("source") or ""),
-            view.get("rule"),
-            str(view.get("why") or ""),
-            float(view.get("since") or time.time()),
-            exit_code=view.get("exit_code"),
-            error=view.get("error"),
+            view.id,
+            view.state,
+            before,
+            view.source,
+            view.rule,
+            view.why,
+            view.since or time.time(),
+            exit_code=view.exit_code,
+            error=view.error,
+            request=view.request,
         )
 
     def _on_node(self, node: str, alive: bool) -> None:
@@ -409,7 +429,9 @@ class ClusterEngine:
             return
         for sid, (_, info) in list(peer.sessions.items()):
             view = self._remote_info(node, info)
+            if view is None:
+                continue
             before = self._remote_states.get(sid)
-            self._remote_states[sid] = view["state"]
-            if before != view["state"]:
-                self.hub.publish(self._changed(sid, view, before))
+            self._remote_states[sid] = view.state
+            if before != view.state:
+                self.hub.publish(self._changed(view, before))

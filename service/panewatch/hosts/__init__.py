@@ -6,6 +6,26 @@ host passes the same contract tests (``tests/test_host_contract.py``), the in-me
 included, so a new host is done when it passes them.
 """
 
-from .base import HostError, LaunchSpec, PaneHandle, PaneHost, PaneSink, SpawnError, WriteRefused
+from .base import (
+    HostError,
+    HostKind,
+    LaunchRefused,
+    LaunchSpec,
+    PaneHandle,
+    PaneHost,
+    PaneSink,
+    SpawnError,
+    WriteRefused,
+)
 
-__all__ = ["HostError", "LaunchSpec", "PaneHandle", "PaneHost", "PaneSink", "SpawnError", "WriteRefused"]
+__all__ = [
+    "HostError",
+    "HostKind",
+    "LaunchRefused",
+    "LaunchSpec",
+    "PaneHandle",
+    "PaneHost",
+    "PaneSink",
+    "SpawnError",
+    "WriteRefused",
+]

@@ -1,11 +1,11 @@
 """The ACP pane host: agents that speak the Agent Client Protocol over stdio.
 
-Such an agent has no terminal. Its state comes from the protocol (``PaneSink.on_status`` with
-the exact state and the protocol detail as the why), and its conversation is drawn as plain
-text into the pane's screen (``on_output``) so that every screen client — ``/screen``, the
-terminal view, the recordings — shows something readable. Input is structured: prompts,
-answers naming an ``optionId``, cancel; raw bytes are refused (``write``), because keystrokes
-mean nothing to an ACP agent.
+Such an agent has no terminal and writes no bytes to show. Its state comes from the protocol
+(``PaneSink.on_status`` with the exact state, the protocol detail as the why and the message
+that decided it as the event); a change of its conversation is ``on_change``, and the engine
+serves the conversation as it is (the engine's ACP session draws it as text for screen clients).
+Input is structured: prompts, answers naming an ``optionId``, cancel; raw bytes are refused
+(``write``), because keystrokes mean nothing to an ACP agent.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ from typing import Any
 from ..acp import AcpClient, AcpError, Timeouts
 from ..acp.conversation import PendingPermission
 from ..acp.stdio import StdioSpawnError
-from .base import LaunchSpec, PaneSink, SpawnError, WriteRefused
-
-#: Redraws of the conversation are coalesced: at most one per this many seconds (a reply
-#: streamed in 500 chunks is not 500 repaints); a state change redraws at once.
-REDRAW_S = 0.05
+from ..states import State
+from .base import HostKind, LaunchSpec, PaneSink, SpawnError, WriteRefused
 
 
 class AcpHandle:
@@ -30,38 +27,20 @@ class AcpHandle:
     def __init__(self, spec: LaunchSpec, sink: PaneSink, timeouts: Timeouts, host: AcpHost | None = None) -> None:
         self._sink = sink
         self._host = host
-        self.rows, self.cols = spec.rows, spec.cols
-        self._redraw: asyncio.TimerHandle | None = None
-        self._drawn: list[str] | None = None
         try:
             self.client = AcpClient(spec.argv, cwd=spec.cwd, env=spec.env, listener=self, timeouts=timeouts)
         except StdioSpawnError as exc:
             raise SpawnError(str(exc)) from None
 
     # -- Listener (from the client) -----------------------------------------------------
-    def on_state(self, state: str, why: str) -> None:
-        self._draw_now()
-        self._sink.on_status(state, why)
+    def on_state(self, state: State, why: str, event: str) -> None:
+        self._sink.on_status(state, why, event)
 
     def on_change(self) -> None:
-        if self._redraw is None:
-            self._redraw = asyncio.get_running_loop().call_later(REDRAW_S, self._draw_now)
+        self._sink.on_change()
 
     def on_exit(self, code: int | None, reason: str) -> None:
-        self._draw_now()
         self._sink.on_exit(code, reason)
-
-    def _draw_now(self) -> None:
-        if self._redraw is not None:
-            self._redraw.cancel()
-            self._redraw = None
-        lines = self.client.conversation.render(self.cols)[-self.rows :]
-        if lines == self._drawn:
-            return
-        self._drawn = lines
-        # home, clear, the last screenful of the conversation (no alternate screen: plain text)
-        body = "\r\n".join(lines)
-        self._sink.on_output(b"\x1b[H\x1b[2J" + body.encode("utf-8", "replace"))
 
     # -- structured input ----------------------------------------------------------------
     def prompt(self, text: str) -> None:
@@ -95,6 +74,10 @@ class AcpHandle:
         return self.client.pid
 
     @property
+    def agent_pid(self) -> int | None:
+        return self.pid  # no sandbox in between
+
+    @property
     def alive(self) -> bool:
         return self.client.alive
 
@@ -113,9 +96,7 @@ class AcpHandle:
         )
 
     def resize(self, rows: int, cols: int) -> None:
-        self.rows, self.cols = rows, cols
-        self._drawn = None
-        self._draw_now()
+        """Nothing to tell the agent: the conversation is drawn at the session's size."""
 
     def signal(self, sig: int) -> None:
         if sig == signals.SIGINT and self.client.alive:
@@ -139,9 +120,6 @@ class AcpHandle:
         return await self.client.terminate(grace)
 
     def close(self) -> None:
-        if self._redraw is not None:
-            self._redraw.cancel()
-            self._redraw = None
         self.client.close()
         if self._host is not None:
             self._host.handles.discard(self)
@@ -150,7 +128,7 @@ class AcpHandle:
 class AcpHost:
     """Hosts ACP agents as children on pipes; they die with the server (nothing to adopt)."""
 
-    kind = "acp"
+    kind = HostKind.acp
     survives_restart = False
 
     def __init__(self, timeouts: Timeouts | None = None) -> None:
@@ -166,7 +144,7 @@ class AcpHost:
             h.close()
         self.handles.clear()
 
-    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> AcpHandle:
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> AcpHandle:
         timeouts = self.timeouts
         if "init_timeout" in spec.extra:
             timeouts = Timeouts(
@@ -178,3 +156,6 @@ class AcpHost:
 
     async def adopt(self, ref: str, session: str, sink: PaneSink) -> AcpHandle | None:
         return None
+
+    async def remove_orphans(self, keep: set[str]) -> list[str]:
+        return []  # its agents die with the server

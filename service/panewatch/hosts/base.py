@@ -8,8 +8,8 @@ Four kinds are planned against this one protocol:
                *adopts* its panes (``PaneHost.adopt``) with the same ids;
 - ``memory`` : bytes scripted by a test, with an injected clock: no process at all;
 - ``acp``    : an agent speaking the Agent Client Protocol over stdio. It has no screen to
-               read, so instead of (or besides) bytes it calls ``PaneSink.on_status`` with the
-               exact state the protocol gives.
+               read, so instead of bytes it calls ``PaneSink.on_status`` with the exact state
+               the protocol gives, and ``on_change`` when its conversation moves.
 
 Panes on *other machines* are not a host: the owning node runs the whole pipeline (screen,
 rules, guards) and the cluster layer forwards façade calls to it, so guards are applied once,
@@ -22,7 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
+
+from ..states import SessionKind, State
+
+
+class HostKind(StrEnum):
+    """The ways of hosting an agent (the module docstring says what each is)."""
+
+    pty = "pty"
+    tmux = "tmux"
+    memory = "memory"
+    acp = SessionKind.acp.value  # an agent speaking the Agent Client Protocol on stdio
 
 
 class HostError(Exception):
@@ -31,6 +43,11 @@ class HostError(Exception):
 
 class SpawnError(HostError):
     """The command could not be started (not found, not executable, bad folder, bad env)."""
+
+
+class LaunchRefused(SpawnError):
+    """The host will not start this command as given (the request is at fault, not the machine):
+    e.g. a user switch whose command is one shell string, which no sandbox can go inside."""
 
 
 class WriteRefused(HostError):
@@ -60,9 +77,13 @@ class PaneSink(Protocol):
         """The agent is gone: ``code`` is its exit status (negative: killed by that signal),
         None when the host lost it without a status (tmux server killed, machine rebooted)."""
 
-    def on_status(self, state: str, detail: str) -> None:
-        """An exact state from the host itself (ACP: a pending permission, the end of a turn);
-        byte hosts never call it."""
+    def on_status(self, state: State, why: str, event: str) -> None:
+        """An exact state from the host itself (ACP: a pending permission, the end of a turn),
+        ``event`` the protocol message that decided it; byte hosts never call it."""
+
+    def on_change(self) -> None:
+        """What the agent shows changed without any output (ACP: its conversation): whoever
+        watches the session reads it again. Byte hosts never call it."""
 
 
 @runtime_checkable
@@ -72,6 +93,11 @@ class PaneHandle(Protocol):
     @property
     def pid(self) -> int | None:
         """The agent's process id on this machine, when there is one."""
+
+    @property
+    def agent_pid(self) -> int | None:
+        """The launched command's own process: ``pid`` itself, or inside a sandbox the agent (not
+        bwrap); None until it exists. Its coming back to the foreground means "the shell is back"."""
 
     @property
     def alive(self) -> bool: ...
@@ -115,7 +141,7 @@ class PaneHandle(Protocol):
 class PaneHost(Protocol):
     """One kind of pane hosting, shared by all of a server's sessions of that kind."""
 
-    kind: str  # "pty" | "tmux" | "memory" | "acp"
+    kind: HostKind
     survives_restart: bool  # True: panes outlive the server and are adopted by the next one
 
     async def start(self) -> None:
@@ -124,10 +150,15 @@ class PaneHost(Protocol):
     async def stop(self) -> None:
         """Shut down; hosts whose panes survive a restart leave the agents running."""
 
-    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
-        """Start an agent; raises ``SpawnError`` and leaves nothing behind when it cannot."""
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+        """Start an agent; raises ``SpawnError`` and leaves nothing behind when it cannot. Never
+        blocks the event loop (a host that runs a program to start one runs it in a thread)."""
 
     async def adopt(self, ref: str, session: str, sink: PaneSink) -> PaneHandle | None:
         """Take over a pane a previous server started (None: it is gone). The sink first gets
         the pane's current screen as bytes, then the live stream. Hosts whose panes die with
         the server return None."""
+
+    async def remove_orphans(self, keep: set[str]) -> list[str]:
+        """End the panes a previous server left that are not sessions in ``keep`` (a server
+        killed while starting one); their session ids. Hosts whose panes die with it have none."""

@@ -8,7 +8,8 @@ foreground group — and reads what the engine typed in ``handle.input``. Built-
 - ``exit CODE [TEXT]``: prints TEXT, then exits with CODE on the next loop turn;
 - ``size``: prints ``size ROWS COLS`` at start and after every resize;
 - ``idle``: prints nothing and never reads (a stuck agent);
-- ``agent``: nothing built in: the test plays it through the handle.
+- ``agent``: nothing built in: the test plays it through the handle;
+- ``sh``: the same, for a session launched as a shell (what it runs is the shell's to read).
 
 Anything else is "not found" (``SpawnError``), like a missing binary. Output is delivered on
 the event loop (``call_soon``), never inside the engine's own call, as a real host does.
@@ -21,7 +22,8 @@ import itertools
 import signal as signals
 from collections.abc import Callable
 
-from .base import LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
+from ..states import State
+from .base import HostKind, LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
 
 #: Most bytes a program that does not read may have queued before writes are refused.
 INPUT_LIMIT = 1 << 20
@@ -54,6 +56,10 @@ class MemoryHandle:
     @property
     def pid(self) -> int | None:
         return self._pid
+
+    @property
+    def agent_pid(self) -> int | None:
+        return self.pid  # no sandbox in between
 
     @property
     def alive(self) -> bool:
@@ -116,9 +122,9 @@ class MemoryHandle:
         else:
             self.sink.on_output(data)
 
-    def status(self, state: str, detail: str = "") -> None:
+    def status(self, state: State, why: str = "", event: str = "status") -> None:
         """The host itself knows the state (as an ACP host does)."""
-        self.sink.on_status(state, detail)
+        self.sink.on_status(state, why, event)
 
     def exit(self, code: int | None, reason: str = "") -> None:
         """The agent is gone (``code`` None: lost without a status)."""
@@ -138,7 +144,7 @@ class MemoryHandle:
 class MemoryHost:
     """Panes held in memory; ``handles`` by session id, for the test to play the agents."""
 
-    kind = "memory"
+    kind = HostKind.memory
     survives_restart = False
 
     def __init__(self) -> None:
@@ -155,9 +161,9 @@ class MemoryHost:
     async def stop(self) -> None:
         self.started = False
 
-    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
         program = _PROGRAMS.get(spec.argv[0]) if spec.argv else None
-        if program is None and spec.argv and spec.argv[0] != "agent":
+        if program is None and spec.argv and spec.argv[0] not in ("agent", "sh"):
             raise SpawnError(f"cannot start {spec.argv[0]!r}: not found or not executable")
         handle = MemoryHandle(spec, sink, self._loop)
         self.handles[spec.session] = handle
@@ -174,6 +180,9 @@ class MemoryHost:
         self.handles[session] = handle
         handle._later(lambda: handle.emit(screen))
         return handle
+
+    async def remove_orphans(self, keep: set[str]) -> list[str]:
+        return []  # nothing outlives a test
 
 
 def _cat(handle: MemoryHandle, args: list[str]) -> None:

@@ -3,7 +3,9 @@
 A thin adapter of :class:`panewatch.ptyproc.PtyProcess` (which does the loop-driven reads,
 non-blocking writes and pidfd exit) to the host protocol. Panes die with the server. With a
 :class:`~panewatch.proctree.Reaper` every process an agent starts is contained and killed with its
-pane, and ``start`` kills what a killed server left behind.
+pane, and ``start`` kills what a killed server left behind. With a
+:class:`~panewatch.sandbox.Sandbox` each agent runs in its own (``spawn`` wraps its argv, the one
+place this host does).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Mapping
 
 from .. import ptyproc
 from ..proctree import Reaper
-from .base import LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
+from ..sandbox import Sandbox, Uncontainable
+from .base import HostKind, LaunchRefused, LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
 
 
 def resolve_program(argv: list[str] | tuple[str, ...], env: Mapping[str, str]) -> str | None:
@@ -36,6 +39,10 @@ class PtyHandle:
     @property
     def pid(self) -> int | None:
         return self._proc.pid
+
+    @property
+    def agent_pid(self) -> int | None:
+        return self._proc.agent_pid
 
     @property
     def alive(self) -> bool:
@@ -77,15 +84,23 @@ class PtyHandle:
 class PtyHost:
     """Agents as children on ptys; the server's own event loop reads them."""
 
-    kind = "pty"
+    kind = HostKind.pty
     survives_restart = False
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, reaper: Reaper | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        reaper: Reaper | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self._loop = loop
         self._reaper = reaper
+        self.sandbox = sandbox
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.sandbox is not None:
+            await self.sandbox.start()
         if self._reaper is not None:
             self._reaper.open()  # kills what a killed server's panes left running
 
@@ -94,25 +109,41 @@ class PtyHost:
         if self._reaper is not None:
             self._reaper.close()
 
-    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
         if resolve_program(list(spec.argv), spec.env) is None:
             raise SpawnError(f"cannot start {spec.argv[0]!r}: not found or not executable")
-        try:
-            proc = ptyproc.PtyProcess(
-                spec.argv,
+        argv = list(spec.argv)
+        if self.sandbox is not None:
+            try:
+                argv = self.sandbox.wrap(argv, spec.env)
+            except Uncontainable as exc:
+                raise LaunchRefused(str(exc)) from None
+        try:  # fork and exec in a worker: 20 sessions starting at once do not stall the loop
+            child = await asyncio.to_thread(
+                ptyproc.start_child,
+                argv,
                 rows=spec.rows,
                 cols=spec.cols,
                 cwd=spec.cwd,
                 env=spec.env,
-                on_output=sink.on_output,
-                on_exit=lambda code: sink.on_exit(code, f"exited with code {code}"),
-                loop=self._loop or asyncio.get_running_loop(),
                 reaper=self._reaper,
                 session=spec.session,
             )
         except ptyproc.SpawnError as exc:
             raise SpawnError(str(exc)) from None
+        proc = ptyproc.PtyProcess(
+            argv,
+            on_output=sink.on_output,
+            on_exit=lambda code: sink.on_exit(code, f"exited with code {code}"),
+            loop=self._loop or asyncio.get_running_loop(),
+            reaper=self._reaper,
+            contained=self.sandbox is not None and self.sandbox.active,
+            child=child,
+        )
         return PtyHandle(proc)
 
     async def adopt(self, ref: str, session: str, sink: PaneSink) -> PaneHandle | None:
         return None  # a pty dies with the server that opened it
+
+    async def remove_orphans(self, keep: set[str]) -> list[str]:
+        return []  # the reaper ended what a killed server left (``start``)

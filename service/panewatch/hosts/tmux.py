@@ -10,6 +10,12 @@ from ``/proc/<pane pid>/stat``, and an agent's exit is seen through a pidfd on i
 
 Input goes through a paste buffer written with octal escapes and pasted raw (``paste-buffer -r``),
 so the agent gets exactly the bytes the engine chose (NUL through ``send-keys -H 00``).
+
+A pane's command is a launch script in the state folder (``launch/``, 0600, deleted by its first
+line): the agent's environment and argv would pass tmux's command length limit (~16 KB) on the
+command line. The script joins the pane's cgroup (where the server may make one: then even an
+``env -i setsid`` double-fork dies with the pane) and execs the agent, in its sandbox when the host
+has one (``panewatch.sandbox``; ``spawn`` wraps the argv, the one place this host does).
 """
 
 from __future__ import annotations
@@ -18,23 +24,29 @@ import asyncio
 import codecs
 import collections
 import fcntl
+import hashlib
 import logging
 import os
 import re
+import secrets
+import shlex
 import shutil
 import signal as signals
 import socket
 import struct
 import subprocess
 import termios
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from ..proctree import MARKER_VAR, Containment, Reaper, live, signal_groups
+from ..proctree import CGROUP_ROOT as CGROUP_MOUNT
+from ..proctree import MARKER_VAR, Cgroups, Containment, Reaper, live, signal_groups
+from ..sandbox import Sandbox, Uncontainable, agent_in_sandbox
 from ..statedir import StateDirError, check_private, prepare_state_dir
-from .base import HostError, LaunchSpec, PaneSink, SpawnError, WriteRefused
+from .base import HostError, HostKind, LaunchRefused, LaunchSpec, PaneSink, SpawnError, WriteRefused
 
 log = logging.getLogger("panewatch.hosts.tmux")
 
@@ -55,8 +67,16 @@ TTY_QUEUE_FULL = 3072
 OPT_SESSION = "@panewatch"
 #: A user option remembering bracketed paste (tmux has no format for it) for the next adopter.
 OPT_PASTE = "@panewatch_bp"
+#: User options telling a later adopter how the pane was started: in a sandbox, and in which cgroup.
+OPT_CONTAINED = "@panewatch_contained"
+OPT_CGROUP = "@panewatch_cgroup"
+#: Where launch scripts wait for their pane (each deletes itself first thing).
+LAUNCH_DIR = "launch"
 #: How many times a screen capture is retried when output raced it.
 SEED_TRIES = 5
+#: Output held for panes a spawn has not registered yet: at most this many panes, this much each
+#: (their first bytes arrive while the tmux invocation that made them returns).
+EARLY_PANES, EARLY_BYTES = 64, 256 * 1024
 
 _INFO_FIELDS = (
     "pane_id",
@@ -77,7 +97,9 @@ _INFO_FIELDS = (
     "keypad_cursor_flag",
     OPT_PASTE,
     "pane_tty",
-    "pane_title",
+    OPT_CONTAINED,
+    OPT_CGROUP,
+    "pane_title",  # last: a title may hold a tab
 )
 INFO_FORMAT = "\t".join(f"#{{{f}}}" for f in _INFO_FIELDS)
 _OCTAL_TABLE = {b"%03o" % i: bytes([i]) for i in range(256)}
@@ -183,15 +205,40 @@ def pane_marker(session: str) -> str:
     return f"tmux.{session}"
 
 
-#: The shared reaper's stop-rescan-kill without cgroups or records: tmux agents are no children of
-#: the server (no cgroup can be joined between fork and exec) and must outlive it (no leftovers file).
+def cgroup_name(state_dir: Path, session: str) -> str:
+    """The pane's cgroup, derived from the session id like its marker, and from the state folder:
+    servers of other folders share the cgroup tree (the path is also kept in a window option, for
+    a server whose own cgroup moved)."""
+    folder = hashlib.sha256(os.fsencode(os.path.realpath(state_dir))).hexdigest()[:8]
+    return f"tmux-{folder}-{session}"
+
+
+#: The shared reaper's stop-rescan-kill without records: tmux agents are no children of the server
+#: and must outlive it (no leftovers file); their cgroup, if any, is killed first (``kill_tree``).
 _REAPER = Reaper(None, cgroups=False)
 
 
-def kill_tree(session: str, root: int | None) -> int:
-    """Kill every process of an agent: its tree by the parent chain and whatever carries its
-    marker (a ``setsid`` grandchild whose parent died); returns how many (proctree, blocking)."""
-    return _REAPER.kill(Containment(session, pane_marker(session), None, root), include_root=root is not None)
+def kill_tree(session: str, root: int | None, cgroup: tuple[Cgroups, Path] | None = None) -> int:
+    """Kill every process of an agent: its cgroup whole (frozen, then killed: nothing forks out of
+    it), its tree by the parent chain and whatever carries its marker (a ``setsid`` grandchild
+    whose parent died); returns how many (proctree, blocking). The emptied cgroup is removed."""
+    killed = 0
+    if cgroup is not None:
+        cgroups, path = cgroup
+        killed += len(cgroups.kill_all(path))
+    killed += _REAPER.kill(Containment(session, pane_marker(session), None, root), include_root=root is not None)
+    if cgroup is not None:
+        _remove_cgroup(cgroup[1])
+    return killed
+
+
+def _remove_cgroup(path: Path) -> None:
+    """rmdir once the killed members are gone (they leave the cgroup as they exit, a moment later)."""
+    for _ in range(200):
+        if Cgroups.remove(path):
+            return
+        time.sleep(0.01)
+    log.warning("could not remove the cgroup %s: a process in it did not die", path)
 
 
 def tree_members(session: str, root: int | None) -> set[int]:
@@ -222,6 +269,8 @@ class PaneInfo:
     bracketed_paste: bool
     tty: str
     title: str
+    contained: bool = False  # started in a sandbox (a window option)
+    cgroup: str = ""  # the pane's own cgroup (a window option), "" when it has none
 
     @classmethod
     def parse(cls, line: bytes) -> PaneInfo | None:
@@ -251,7 +300,9 @@ class PaneInfo:
             parts[15] == "1",
             parts[16] == "1",
             parts[17],
-            parts[18],
+            parts[20],
+            contained=parts[18] == "1",
+            cgroup=parts[19],
         )
 
     @property
@@ -534,12 +585,25 @@ class TmuxPane:
         self._closed = False
         self._reaping = False
         self.tty: str | None = None  # the pane's terminal, to see whether the agent reads its input
+        self._held: bytearray | None = None  # output kept for the engine until it has the handle
         self._sent_while_full = 0
+        self.contained = False  # the pane's process is a sandbox (``panewatch.sandbox``), the agent inside
+        self.cgroup: Path | None = None  # the pane's own cgroup, when the host could make one
+        self._agent_pid: int | None = None
 
     # -- identity ------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
         return self._pid
+
+    @property
+    def agent_pid(self) -> int | None:
+        """The pane's process, or in a sandbox the agent inside it once it runs (then kept)."""
+        if not self.contained:
+            return self._pid
+        if self._agent_pid is None and self._pid is not None and not self.exited:
+            self._agent_pid = agent_in_sandbox(self._pid)
+        return self._agent_pid
 
     @property
     def alive(self) -> bool:
@@ -550,7 +614,21 @@ class TmuxPane:
         return self.pane_id
 
     # -- output --------------------------------------------------------------------------
+    def hold(self, early: bytes | bytearray) -> None:
+        """Keep this new pane's output until the next loop turn, when the engine has its handle:
+        first what the control client saw before the pane was known, then what came since."""
+        self._held = bytearray(early)
+        self.host.loop.call_soon(self._release)
+
+    def _release(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._output(bytes(held))
+
     def _output(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held += data
+            return
         self._output_count += 1
         if self._seeding:
             return  # the capture being made already shows these bytes
@@ -661,9 +739,11 @@ class TmuxPane:
             self.host._send(f"resize-window -t {self.window_id} -x {cols} -y {rows}")
 
     def signal(self, sig: int) -> None:
+        """``sig`` to the agent's group and the terminal's foreground group (in a sandbox the
+        agent's, not bwrap's: bwrap dies of a SIGHUP and its death SIGKILLs the agent)."""
         if self._pid is None or self.exited:
             return
-        signal_groups(self._pid, self.foreground_pgid(), sig)
+        signal_groups(self.agent_pid or self._pid, self.foreground_pgid(), sig)
 
     def foreground_pgid(self) -> int | None:
         """``tpgid`` of the pane's first process: its terminal's foreground group, no fork."""
@@ -673,7 +753,9 @@ class TmuxPane:
         if fields is None:
             return None
         tpgid = int(fields[5])
-        return tpgid if tpgid > 0 else None
+        if tpgid <= 0 or (self.contained and tpgid == self._pid):
+            return None  # none, or the sandbox's own group before the agent took the terminal
+        return tpgid
 
     def pause_reading(self) -> None:
         if not self._paused and not self.exited:
@@ -759,13 +841,19 @@ class TmuxPane:
         self.host._lost(self, code, reason)
 
     async def terminate(self, grace: float = 2.0) -> int | None:
-        """SIGHUP to the whole tree (descendants and marker holders), SIGKILL after ``grace`` and
-        the shared reaper's stop-and-kill for stragglers, then the window goes: nothing of the
-        agent is left in tmux or in the process table."""
+        """SIGHUP to the whole tree (descendants and marker holders; in a sandbox to the agent's
+        groups, which end it and then the sandbox), SIGKILL after ``grace`` and the shared
+        reaper's stop-and-kill for stragglers, the cgroup killed whole (also after the agent
+        exited by itself: its daemons), then the window goes: nothing of the agent is left in
+        tmux or in the process table."""
         if not self.exited and self._pid is not None:
             pids = await asyncio.to_thread(tree_members, self.session, self._pid)
-            self._kill(pids, signals.SIGHUP)
-            self._kill(pids, signals.SIGCONT)
+            if self.contained:
+                self.signal(signals.SIGHUP)
+                self.signal(signals.SIGCONT)
+            else:
+                self._kill(pids, signals.SIGHUP)
+                self._kill(pids, signals.SIGCONT)
             deadline = self.host.loop.time() + grace
             while self.host.loop.time() < deadline and any(live(p) for p in pids):
                 await asyncio.sleep(0.02)
@@ -776,10 +864,12 @@ class TmuxPane:
             tree = await asyncio.to_thread(tree_members, self.session, self._pid)
             self._kill({self._pid}, signals.SIGKILL)
             self._kill(tree, signals.SIGKILL)
-            await asyncio.to_thread(kill_tree, self.session, self._pid)
+            await asyncio.to_thread(kill_tree, self.session, self._pid, self.host._cgroup_of(self))
             deadline = self.host.loop.time() + 2.0
             while not self.exited and self.host.loop.time() < deadline:
                 await asyncio.sleep(0.01)
+        elif self.cgroup is not None:  # exited by itself: what it left running is still in its cgroup
+            await asyncio.to_thread(kill_tree, self.session, None, self.host._cgroup_of(self))
         await self.host._kill_window(self)
         return self.returncode
 
@@ -831,17 +921,30 @@ def seed_bytes(main: list[bytes], visible: list[bytes], info: PaneInfo) -> bytes
 class TmuxHost:
     """Panes in a private tmux server on ``<state_dir>/tmux.sock``; they survive the server."""
 
-    kind = "tmux"
+    kind = HostKind.tmux
     survives_restart = True
 
-    def __init__(self, state_dir: Path | str, *, tmux: str = "tmux", pause_after: int = PAUSE_AFTER_S) -> None:
+    def __init__(
+        self,
+        state_dir: Path | str,
+        *,
+        tmux: str = "tmux",
+        pause_after: int = PAUSE_AFTER_S,
+        sandbox: Sandbox | None = None,
+        cgroups: bool = True,
+    ) -> None:
         self.state_dir = Path(state_dir)
+        self.sandbox = sandbox
+        self._want_cgroups = cgroups
+        self.cgroups: Cgroups | None = None  # found at start: a cgroup per pane where one can be made
         self.socket = socket_path(self.state_dir)
         self.tmux = shutil.which(tmux) or tmux
         self.env_path = shutil.which("env") or "/usr/bin/env"
         self.pause_after = pause_after
         self.control: ControlClient | None = None
         self.panes: dict[str, TmuxPane] = {}  # by tmux pane id
+        self._starting = 0  # spawns whose tmux invocation runs (in a worker thread)
+        self._early: dict[str, bytearray] = {}  # their panes' output, seen before they are known
         self._loop: asyncio.AbstractEventLoop | None = None
         self._buffers = 0
         self._stopping = False
@@ -914,8 +1017,39 @@ class TmuxHost:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.check_ready()
+        if self.sandbox is not None:
+            await self.sandbox.start()
+        if self._want_cgroups:
+            self.cgroups = await asyncio.to_thread(Cgroups.detect)
+        await asyncio.to_thread(self._clear_leftovers)
         await self._ensure_server()
         await self._connect()
+
+    def _clear_leftovers(self) -> None:
+        """Launch scripts a killed server left (written, never run: they hold an environment), and
+        this folder's pane cgroups that nothing runs in any more (rmdir fails on a live one)."""
+        for left in (self.state_dir / LAUNCH_DIR).glob("*.sh"):
+            left.unlink(missing_ok=True)
+        if self.cgroups is not None:
+            for cgroup in self.cgroups.base.glob(cgroup_name(self.state_dir, "*")):
+                Cgroups.remove(cgroup)
+
+    def _cgroup_of(self, pane: TmuxPane) -> tuple[Cgroups, Path] | None:
+        if pane.cgroup is None or self.cgroups is None:
+            return None
+        return self.cgroups, pane.cgroup
+
+    def _trusted_cgroup(self, session: str, recorded: str) -> Path | None:
+        """The cgroup a window option names, if it is one of ours for this session (a server
+        whose own cgroup moved still finds its panes'); else the one this server would make."""
+        if self.cgroups is None:
+            return None
+        name = cgroup_name(self.state_dir, session)
+        for path in (Path(recorded) if recorded else None, self.cgroups.base / name):
+            ours = path is not None and path.name == name and path.parent.name == "panewatch"
+            if ours and path is not None and path.is_relative_to(CGROUP_MOUNT) and path.is_dir():
+                return path
+        return None
 
     async def _ensure_server(self) -> None:
         proc = await asyncio.to_thread(self._run, "has-session", "-t", f"={CONTROL_SESSION}")
@@ -995,6 +1129,10 @@ class TmuxHost:
         pane = self.panes.get(pane_id)
         if pane is not None:
             pane._output(data)
+        elif self._starting and len(self._early) < EARLY_PANES:  # a pane ``spawn`` has not seen yet
+            early = self._early.setdefault(pane_id, bytearray())
+            if len(early) < EARLY_BYTES:
+                early += data
 
     def _on_notice(self, name: str, args: list[str]) -> None:
         if name == "%pause" and args:
@@ -1053,6 +1191,8 @@ class TmuxHost:
         pane._unwatch()
         pane.exited = True
         pane.returncode = code
+        if pane.cgroup is not None and Cgroups.remove(pane.cgroup):  # empty: nothing left to kill
+            pane.cgroup = None  # (a daemon it left keeps it, for the DELETE to kill)
         pane.sink.on_exit(code, reason)
 
     def _forget(self, pane: TmuxPane) -> None:
@@ -1084,12 +1224,10 @@ class TmuxHost:
             pass
 
     # -- panes ---------------------------------------------------------------------------
-    def spawn(self, spec: LaunchSpec, sink: PaneSink) -> TmuxPane:
-        """One tmux invocation creates the agent's session and window and links it to the
-        control session atomically: no output is produced before the control client sees the
-        window, and a failure leaves nothing behind."""
-        if self.control is None or self.control.closed:
-            raise SpawnError("the tmux server is not running (a new one is being started; try again)")
+    def _spawn_args(self, spec: LaunchSpec) -> tuple[list[str], bool, Path | None, Path]:
+        """The one tmux invocation that creates the agent's session and window and links it to
+        the control session, whether the agent is contained, its cgroup and launch script;
+        ``SpawnError`` for what cannot start. Run in a worker (it writes the launch file)."""
         argv = list(spec.argv)
         if not argv:
             raise SpawnError("empty command")
@@ -1097,64 +1235,105 @@ class TmuxHost:
             raise SpawnError(f"cannot start {argv[0]!r}: folder {spec.cwd!r} does not exist")
         if shutil.which(argv[0], path=spec.env.get("PATH", os.defpath)) is None and not os.access(argv[0], os.X_OK):
             raise SpawnError(f"cannot start {argv[0]!r}: not found or not executable")
-        if "=" in os.path.basename(argv[0]):
-            argv[0] = os.path.abspath(argv[0])  # env(1) would take NAME=VALUE for a variable
-        env = {**spec.env, MARKER_VAR: pane_marker(spec.session)}
-        env_args = [f"{k}={v}" for k, v in env.items() if "=" not in k and "\0" not in k + v]
-        command = [self.env_path, "-i", *env_args, *argv]
+        contained = self.sandbox is not None and self.sandbox.active
+        if self.sandbox is not None:
+            try:
+                argv = self.sandbox.wrap(argv, spec.env)
+            except Uncontainable as exc:
+                raise LaunchRefused(str(exc)) from None
         name = spec.session
+        cgroup = self._make_cgroup(name)
+        try:
+            script = self._write_launch(spec, argv, cgroup)
+        except OSError as exc:
+            self._drop_cgroup(cgroup)
+            raise SpawnError(f"cannot start {spec.argv[0]!r}: cannot write its launch file ({exc.strerror})") from None
         target = f"={name}:"
+        options = [(OPT_SESSION, name)]
+        if contained:
+            options.append((OPT_CONTAINED, "1"))
+        if cgroup is not None:
+            options.append((OPT_CGROUP, str(cgroup)))
         args = [
-            "set-option",
-            "-g",
-            "default-size",
-            f"{spec.cols}x{spec.rows}",
-            ";",
-            "new-session",
-            "-d",
-            "-s",
-            name,
-            "-n",
-            name,
-            "-c",
-            spec.cwd.replace("#", "##"),
-            "-P",
-            "-F",
-            "#{pane_id} #{pane_pid} #{window_id} #{pane_tty}",
-            *(_argv_arg(a) for a in command),
-            ";",
-            "set-option",
-            "-w",
-            "-t",
-            target,
-            "window-size",
-            "manual",
-            ";",
-            "set-option",
-            "-w",
-            "-t",
-            target,
-            OPT_SESSION,
-            name,
-            ";",
-            "link-window",
-            "-d",
-            "-s",
-            target,
-            "-t",
-            f"={CONTROL_SESSION}:",
+            *("set-option", "-g", "default-size", f"{spec.cols}x{spec.rows}", ";"),
+            *("new-session", "-d", "-s", name, "-n", name, "-c", spec.cwd.replace("#", "##")),
+            *("-P", "-F", "#{pane_id} #{pane_pid} #{window_id} #{pane_tty}"),
+            *("/bin/sh", _argv_arg(str(script))),
+            *(";", "set-option", "-w", "-t", target, "window-size", "manual"),
         ]
-        proc = self._run(*args)
+        for option, value in options:
+            args += [";", "set-option", "-w", "-t", target, option, _argv_arg(value)]
+        args += [";", "link-window", "-d", "-s", target, "-t", f"={CONTROL_SESSION}:"]
+        return args, contained, cgroup, script
+
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> TmuxPane:
+        """One tmux invocation, in a worker thread, creates the agent's session and window and
+        links it to the control session atomically: a failure leaves nothing behind (no window,
+        no launch script, no cgroup). Output the control client sees before the pane is known
+        here is held for it, in order."""
+        try:
+            await self.ensure_running()  # after the server was killed: a new one for this agent
+        except TmuxError as exc:
+            raise SpawnError(f"the tmux server is not running: {exc}") from None
+        args, contained, cgroup, script = await asyncio.to_thread(self._spawn_args, spec)
+        self._starting += 1
+        try:
+            proc = await asyncio.to_thread(self._run, *args)
+        finally:
+            self._starting -= 1
         found = re.match(r"(%\d+) (\d+) (@\d+) (\S+)", proc.stdout.strip())
         if proc.returncode != 0 or not found:
             if found:  # created but not linked: take it away again
-                self._run("kill-window", "-t", found.group(3))
-            raise SpawnError(f"cannot start {argv[0]!r} in tmux: {proc.stderr.strip() or 'no pane'}")
-        pane = TmuxPane(self, name, found.group(1), found.group(3), int(found.group(2)), sink)
+                await asyncio.to_thread(self._run, "kill-window", "-t", found.group(3))
+            self._early.pop(found.group(1) if found else "", None)
+            script.unlink(missing_ok=True)
+            self._drop_cgroup(cgroup)
+            raise SpawnError(f"cannot start {spec.argv[0]!r} in tmux: {proc.stderr.strip() or 'no pane'}")
+        pane = TmuxPane(self, spec.session, found.group(1), found.group(3), int(found.group(2)), sink)
         pane.tty = found.group(4)
+        pane.contained, pane.cgroup = contained, cgroup
         self.panes[pane.pane_id] = pane
+        pane.hold(self._early.pop(pane.pane_id, b""))  # delivered once the engine has its handle
         pane.watch()
         return pane
+
+    def _write_launch(self, spec: LaunchSpec, argv: list[str], cgroup: Path | None) -> Path:
+        """The pane's command as a script (0600, private folder): it deletes itself, joins the
+        pane's cgroup and execs ``env -i`` with the agent's environment, so no length limit of
+        tmux's command line applies and nothing of the server's environment leaks in."""
+        if "=" in os.path.basename(argv[0]):
+            argv[0] = os.path.abspath(argv[0])  # env(1) would take NAME=VALUE for a variable
+        env = {**spec.env, MARKER_VAR: pane_marker(spec.session)}
+        assignments = [f"{k}={v}" for k, v in env.items() if k and "=" not in k and "\0" not in k + v]
+        folder = self.state_dir / LAUNCH_DIR
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / f"{spec.session}-{secrets.token_hex(4)}.sh"
+        lines = [f"rm -f -- {shlex.quote(str(path))}"]
+        if cgroup is not None:  # a failed join leaves the marker and the tree to contain it
+            lines.append(f"{{ echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))}; }} 2>/dev/null")
+        words = [self.env_path, "-i", *assignments, *argv]
+        lines.append("exec " + " ".join(shlex.quote(w) for w in words))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+        return path
+
+    def _make_cgroup(self, session: str) -> Path | None:
+        """The pane's own cgroup (made now, joined by its launch script), None where none can be."""
+        if self.cgroups is None:
+            return None
+        try:
+            path = self.cgroups.base / cgroup_name(self.state_dir, session)
+            path.mkdir(exist_ok=True)  # a resumed session reuses its name
+            return path
+        except OSError as exc:
+            log.warning("no cgroup for session %s (%s): its marker variable contains it", session, exc)
+            return None
+
+    @staticmethod
+    def _drop_cgroup(cgroup: Path | None) -> None:
+        if cgroup is not None:
+            Cgroups.remove(cgroup)
 
     async def adopt(self, ref: str, session: str, sink: PaneSink) -> TmuxPane | None:
         """Take over a pane a previous server started: seed its screen, then stream it.
@@ -1168,6 +1347,7 @@ class TmuxHost:
             return None
         pane = TmuxPane(self, session, info.pane_id, info.window_id, info.pid, sink)
         pane.tty = info.tty
+        pane.contained, pane.cgroup = info.contained, self._trusted_cgroup(session, info.cgroup)
         self.panes[pane.pane_id] = pane
         seeded: asyncio.Future[PaneInfo] = self.loop.create_future()
         pane.seed(info, lambda i: None if seeded.done() else seeded.set_result(i))
@@ -1205,7 +1385,11 @@ class TmuxHost:
             if session not in keep:
                 info = (await self._all_panes()).get(ref)
                 if info is not None:
-                    await asyncio.to_thread(kill_tree, session, info.pid if info.pid and not info.dead else None)
+                    cgroup = self._trusted_cgroup(session, info.cgroup)
+                    root = info.pid if info.pid and not info.dead else None
+                    await asyncio.to_thread(
+                        kill_tree, session, root, (self.cgroups, cgroup) if cgroup and self.cgroups else None
+                    )
                     try:
                         await self.control.command(f"kill-window -t {info.window_id}")  # type: ignore[union-attr]
                     except TmuxError:

@@ -1,7 +1,8 @@
 """Agent integrations: what is specific to one agent CLI beyond its screen rules.
 
 An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
-overrides; Gemini CLI: an overlay settings folder in its environment) and reads the agent's own
+overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
+file of its own) and reads the agent's own
 reports (hook payloads) into a :class:`~panewatch.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
@@ -17,11 +18,13 @@ from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
 from .codex import CodexIntegration
 from .gemini import GeminiIntegration
+from .qwen import QwenIntegration
 
 INTEGRATIONS: dict[str, Integration] = {
     "claude": ClaudeIntegration(),
     "codex": CodexIntegration(),
     "gemini": GeminiIntegration(),
+    "qwen": QwenIntegration(),
 }
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's

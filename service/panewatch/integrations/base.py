@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import tempfile
 from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
+from ..asks import from_permission
 from ..errors import InvalidRequest
 from ..signals import Report
 from ..states import RULE_STATES, State
+from ..wrappers import split_launch
 
 
 class UnknownPayload(InvalidRequest):
@@ -44,9 +49,22 @@ def is_plain(payload: Mapping[str, Any]) -> bool:
     return "state" in payload and "hook_event_name" not in payload
 
 
+def agent_program(argv: Sequence[str], processes: Sequence[str]) -> str | None:
+    """The agent's program word when ``argv`` starts the agent itself, directly or behind known
+    wrappers (``sudo -u agent --``, ``env A=1``: arguments added at the end are still the
+    agent's); None for anything else (a wrapper script, ``bash -c``: it may not take the flags)."""
+    launch = split_launch(argv)
+    return launch.agent[0] if launch.agent and launch.program in processes else None
+
+
 def runs_directly(argv: Sequence[str], processes: Sequence[str]) -> bool:
-    """Whether ``argv`` starts the agent itself (a wrapper script may not take its flags)."""
-    return bool(argv) and os.path.basename(argv[0]) in processes
+    """Whether ``argv`` starts the agent itself (see :func:`agent_program`)."""
+    return agent_program(argv, processes) is not None
+
+
+def switches_user(argv: Sequence[str]) -> bool:
+    """Whether a wrapper in front runs the agent as another user (whose home is not ours)."""
+    return split_launch(argv).switches_user
 
 
 def event_report(
@@ -65,4 +83,35 @@ def event_report(
     if state is None or payload.get("agent_id"):
         return None, event
     tool = payload.get("tool_name")
-    return Report(state, event, now, f"{event} {tool}" if isinstance(tool, str) and tool else event), event
+    detail = f"{event} {tool}" if isinstance(tool, str) and tool else event
+    request = from_permission(payload) if event == "PermissionRequest" else None
+    return Report(state, event, now, detail, request), event
+
+
+def merged_hooks(settings: Mapping[str, Any], ours: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """``settings`` with ``ours`` after the hooks it has (the user's hooks keep running first)."""
+    merged = dict(settings)
+    hooks = dict(merged.get("hooks") or {})
+    for event, groups in ours.items():
+        theirs = hooks.get(event)
+        hooks[event] = [*(theirs if isinstance(theirs, list) else []), *groups]
+    merged["hooks"] = hooks
+    return merged
+
+
+def private_temp_folder(name: str, agent: str) -> Path | None:
+    """This user's ``panewatch-UID-name`` folder under the temp folder, refused (None, logged) if
+    anyone else owns it, can read it, or it is a symlink: the agent's settings overlays live there."""
+    base = Path(tempfile.gettempdir()) / f"panewatch-{os.getuid()}-{name}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        info = base.lstat()
+    except OSError as exc:
+        logging.getLogger("panewatch.integrations").warning("no %s hooks: cannot make %s (%s)", agent, base, exc)
+        return None
+    if info.st_uid != os.getuid() or base.is_symlink() or not base.is_dir() or info.st_mode & 0o077:
+        logging.getLogger("panewatch.integrations").warning(
+            "no %s hooks: %s is not a private folder of this user", agent, base
+        )
+        return None
+    return base

@@ -19,7 +19,6 @@ Either way a service that is down never blocks the agent (``onFailure: continue`
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -27,10 +26,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..asks import from_permission
 from ..report_socket import REPORT_COMMAND as _REPORT_COMMAND
 from ..signals import Report
 from ..states import State
-from .base import UnknownPayload, is_plain, plain_report
+from .base import UnknownPayload, agent_program, is_plain, plain_report
 
 #: Hook events the launcher subscribes to.
 CLAUDE_HOOK_EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest", "Notification", "Stop")
@@ -108,11 +108,12 @@ class ClaudeIntegration:
     name = "claude"
 
     def launch_args(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        if os.path.basename(argv[0]) not in processes:
+        program = agent_program(argv, processes)
+        if program is None:
             return []  # a wrapper script: it may not take --settings
         url, sid, path = env.get("PANEWATCH_REPORT_URL"), env.get("PANEWATCH_SESSION"), env.get("PATH")
         if url and sid and shutil.which("curl", path=path) is None:
-            binary = shutil.which(argv[0], path=path) or argv[0]
+            binary = shutil.which(program, path=path) or program
             if (installed_version(binary) or (0,)) >= HTTP_HOOKS_SINCE:
                 return ["--settings", claude_settings(http_hook(url, sid))]
         return ["--settings", claude_settings()]
@@ -126,6 +127,7 @@ class ClaudeIntegration:
             return None
         if event == "PermissionRequest":
             memo["permission_requested_at"] = now
+            return Report(state, event, now, detail, from_permission(payload))
         elif state == State.blocked and event.startswith("Notification:"):
             asked = memo.get("permission_requested_at")
             if asked is not None and now - asked < REDUNDANT_NOTIFICATION_S:

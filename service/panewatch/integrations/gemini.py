@@ -21,15 +21,16 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..asks import Request
+from ..notify import clean
 from ..report_socket import REPORT_COMMAND
 from ..signals import Report
 from ..states import State
-from .base import event_report, runs_directly
+from .base import event_report, merged_hooks, private_temp_folder, runs_directly, switches_user
 
 log = logging.getLogger("panewatch.integrations")
 
@@ -69,28 +70,12 @@ def gemini_hooks() -> dict[str, list[dict[str, Any]]]:
 
 def with_hooks(settings: dict[str, Any]) -> dict[str, Any]:
     """The user's settings with Panewatch's hooks after theirs (their hooks keep running)."""
-    merged = dict(settings)
-    hooks = dict(merged.get("hooks") or {})
-    for event, groups in gemini_hooks().items():
-        theirs = hooks.get(event)
-        hooks[event] = [*(theirs if isinstance(theirs, list) else []), *groups]
-    merged["hooks"] = hooks
-    return merged
+    return merged_hooks(settings, gemini_hooks())
 
 
 def private_base() -> Path | None:
     """This user's folder for overlays, under the temp folder, refused if anyone else owns it."""
-    base = Path(tempfile.gettempdir()) / f"panewatch-{os.getuid()}-gemini"
-    try:
-        base.mkdir(mode=0o700, exist_ok=True)
-        info = base.lstat()
-    except OSError as exc:
-        log.warning("no Gemini hooks: cannot make %s (%s)", base, exc)
-        return None
-    if info.st_uid != os.getuid() or not base.is_dir() or base.is_symlink() or info.st_mode & 0o077:
-        log.warning("no Gemini hooks: %s is not a private folder of this user", base)
-        return None
-    return base
+    return private_temp_folder("gemini", "Gemini")
 
 
 def overlay_home(real: Path, base: Path) -> Path | None:
@@ -133,8 +118,8 @@ class GeminiIntegration:
         return []
 
     def launch_env(self, argv: Sequence[str], processes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
-        if not runs_directly(argv, processes):
-            return {}
+        if not runs_directly(argv, processes) or switches_user(argv):
+            return {}  # another user's Gemini reads its own home, which this overlay is not
         home = env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~")
         base = private_base()
         try:
@@ -149,6 +134,7 @@ class GeminiIntegration:
             kind = str(payload.get("notification_type") or "")
             if kind not in BLOCKING_NOTIFICATIONS:
                 return None
-            return Report(State.blocked, f"Notification:{kind}", now, str(payload.get("message") or kind)[:200])
+            message = str(payload.get("message") or kind)[:200]
+            return Report(State.blocked, f"Notification:{kind}", now, message, Request(clean(message, 200), "hook"))
         report, _event = event_report(payload, now, GEMINI_EVENTS, "Gemini CLI")
         return report

@@ -1,0 +1,67 @@
+"""The ledger of decisions: ``GET /api/ledger`` (paged, filtered) and its JSON-lines export.
+
+Every read is bounded (a page, or the export read page by page with the loop let go between
+them), so a long ledger never holds the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+
+from ..ledger import PAGE_MAX, Ledger, LedgerPage, LedgerQuery
+from .deps import require_token
+
+router = APIRouter(tags=["ledger"], dependencies=[Depends(require_token)])
+#: The export's media type: JSON lines.
+EXPORT_TYPE = "application/x-ndjson"
+
+
+def ledger_of(request: Request) -> Ledger:
+    ledger: Ledger | None = getattr(request.app.state, "ledger", None)
+    if ledger is None:
+        raise HTTPException(503, "the ledger is not available on this server (no session registry)")
+    return ledger
+
+
+L = Annotated[Ledger, Depends(ledger_of)]
+SessionQ = Annotated[str | None, Query(min_length=1, max_length=200, description="only this session's rows")]
+ActorQ = Annotated[str | None, Query(min_length=1, max_length=200, description="only this actor's rows (its id)")]
+SinceQ = Annotated[datetime | None, Query(description="only rows from then on: ISO 8601, or seconds since the epoch")]
+
+
+@router.get("/api/ledger", response_model=LedgerPage)
+async def ledger_page(
+    ledger: L,
+    session: SessionQ = None,
+    actor: ActorQ = None,
+    since: SinceQ = None,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX, description="rows per page")] = 100,
+    before: Annotated[int | None, Query(ge=1, description="rows before this seq (a page's next)")] = None,
+) -> LedgerPage:
+    """The newest matching decisions, oldest first; ``next`` reads the page before."""
+    query = LedgerQuery(session, actor, None if since is None else since.timestamp(), before, limit)
+    return ledger.page(query)
+
+
+@router.get(
+    "/api/ledger.jsonl",
+    response_class=StreamingResponse,
+    responses={200: {"content": {EXPORT_TYPE: {}}, "description": "one JSON object a line, oldest first"}},
+)
+async def ledger_export(ledger: L, session: SessionQ = None, actor: ActorQ = None) -> StreamingResponse:
+    """Every matching row as one JSON line, oldest first: the canonical text each is hashed as."""
+    query = LedgerQuery(session, actor)
+
+    async def lines() -> AsyncIterator[bytes]:
+        seq = 0
+        while rows := ledger.bodies_after(seq, query):
+            yield "".join(body + "\n" for _, body in rows).encode()
+            seq = rows[-1][0]
+            await asyncio.sleep(0)  # one page per loop turn
+
+    return StreamingResponse(lines(), media_type=EXPORT_TYPE)
