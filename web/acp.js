@@ -4,26 +4,11 @@
 // view replaces it, fed by /ws/sessions/{id}/conversation (the whole conversation, on change).
 
 import { api } from "./api.js";
+import { el } from "./dom.js";
 import { LiveSocket } from "./live.js";
 
 const STATUS_MARK = { pending: "…", in_progress: "▶", completed: "✓", failed: "✗" };
 const PLAN_MARK = { pending: "○", in_progress: "◐", completed: "●" };
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value == null || value === false) continue;
-    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
-    else if (key === "class") node.className = value;
-    else if (key === "dataset") Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children.flat()) {
-    if (child == null || child === false) continue;
-    node.append(child instanceof Node ? child : String(child));
-  }
-  return node;
-}
 
 async function post(path, body) {
   const response = await fetch(path, {

@@ -49,13 +49,23 @@ export const api = {
   agents: () => request("GET", "/api/agents"),
   sessions: () => request("GET", "/api/sessions"),
   create: (spec) => request("POST", "/api/sessions", spec),
-  remove: (id) => request("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
+  /** `discard`: the user confirmed losing a worktree's uncommitted changes (else a 409 lists them). */
+  remove: (id, discard = false) =>
+    request("DELETE", `/api/sessions/${encodeURIComponent(id)}${discard ? "?discard=true" : ""}`),
+  /** A worktree session's branch against its base: counts, files, the bounded diff. */
+  changes: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/changes`),
   send: (id, text, enter = true) => request("POST", `/api/sessions/${encodeURIComponent(id)}/send`, { text, enter }),
   screen: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}/screen`),
   session: (id) => request("GET", `/api/sessions/${encodeURIComponent(id)}`),
   /** A lost session's agent started again on its conversation (its manifest's resume command). */
   resume: (id) => request("POST", `/api/sessions/${encodeURIComponent(id)}/resume`),
+  /** A new name for the session (PATCH; the server answers with the session's record). */
+  rename: (id, name) => request("PATCH", `/api/sessions/${encodeURIComponent(id)}`, { name }),
+  /** Revoke this browser's login (the cookie stops working here and anywhere it leaked). */
+  logout: () => request("POST", "/logout"),
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
+  /** A page of the ledger: {entries, next}; `params` filters (session, actor, since) and pages (before, limit). */
+  ledger: (params = {}) => request("GET", `/api/ledger?${new URLSearchParams(params)}`),
   answer: (id, answer) =>
     request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),
 };

@@ -1,43 +1,38 @@
 // One card per session: name, title, agent, folder, a state badge that explains itself, the pane
-// as a real terminal (keyboard, scrollback), the prompt's answers as the server decided them
-// (each sent only after an inline confirmation), the held-back-keys notice, a send box, and
-// delete / open large (a modal that fits the pane to the window).
+// as a real terminal (keyboard, scrollback), what a blocked pane asks and the answers the server
+// decided (each sent only after an inline confirmation), the held-back-keys notice, a send box,
+// and delete / rename / run again / open large (a modal that fits the pane to the window).
+// The same card is the queue's detail view (mode "detail": the one live terminal beside the
+// list, or the phone's second view) and, in the cards layout, one of many in a grid.
 
 import { AcpView, isAcp } from "./acp.js";
+import { Answering, ESC_KEY } from "./answering.js";
 import { api } from "./api.js";
-import { formatDuration, shortCommand, shortPath } from "./parse.js";
-import { TermView } from "./term.js";
-
-const ESC_KEY = "\u001b";
-const RESULT_FADE_MS = 8000;
-const RESULT_CLEAR_MS = 11000;
-
-/** Build an element: h("button", {class: "x", onclick: fn}, "text", child...). */
-export function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value == null || value === false) continue;
-    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
-    else if (key === "class") el.className = value;
-    else if (key === "dataset") Object.assign(el.dataset, value);
-    else if (key in el && typeof value !== "string") el[key] = value;
-    else el.setAttribute(key, value === true ? "" : value);
-  }
-  for (const child of children.flat()) {
-    if (child == null || child === false) continue;
-    el.append(child instanceof Node ? child : String(child));
-  }
-  return el;
-}
+import { ChangesView } from "./changes.js";
+import { h } from "./dom.js";
+import { answerChoices, clip, formatDuration, resumeFailure, shortCommand, shortFolder, shortPath } from "./parse.js";
+import { RequestView } from "./request.js";
+import { RELEASE_KEY, TermView } from "./term.js";
 
 /** A plain button: button("Delete", "delete danger", () => …). */
 function button(label, cls, onclick, attrs = {}) {
   return h("button", { type: "button", class: cls, onclick, ...attrs }, label);
 }
 
-/** At most `n` characters (a long script as a command must not push the terminal out). */
-function clip(text, n) {
-  return text.length > n ? `${text.slice(0, n - 1)}…` : text;
+const WIDE = matchMedia("(min-width: 1000px)");
+
+/** A launched argv without the hooks the server appended at launch (`--settings {"hooks": …}` at
+ * its end, which may name the old session): starting it again adds the new session's own. Only
+ * for a server that does not say a session's `spec` (what it was started with). */
+function withoutAddedHooks(argv) {
+  if (!Array.isArray(argv) || argv.length < 3) return argv;
+  const [flag, value] = argv.slice(-2);
+  if (flag !== "--settings") return argv;
+  try {
+    return JSON.parse(value)?.hooks ? argv.slice(0, -2) : argv;
+  } catch {
+    return argv;
+  }
 }
 
 // ACP sessions have no terminal: the page's socket handling finds nothing to do for them
@@ -46,25 +41,29 @@ const NO_SOCKET = { start() {}, stop() {}, drop() {}, retryNow() {} };
 const FOCUSABLE = "button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), "
   + "[tabindex]:not([tabindex='-1'])";
 
-export class Card {
+export class Card extends Answering {
   /**
    * @param {object} session the API's session object
-   * @param {object} ctx {serverNow(): seconds, onLarge(card, open), onDeleted(id), onAnswered(card)}
+   * @param {object} ctx {serverNow(): seconds, onLarge(card, open), onDeleted(id), onAnswered(card),
+   *   onRelease(card), onClose(card), onCreated(session), fitMode(), setFitMode(mode), peek(id)}
+   * @param {object} options mode: "card" (one of the grid) or "detail" (the queue's one terminal)
    */
-  constructor(session, ctx) {
+  constructor(session, ctx, { mode = "card" } = {}) {
+    super();
     this.id = session.id;
     this.ctx = ctx;
+    this.mode = mode;
     this.session = session;
     this.prompt = null; // what the server says the blocked pane asks for
     this.promptKey = "";
     this.pending = null; // the action awaiting confirmation
     this.busy = false;
     this.large = false;
-    this.sizeBeforeLarge = null;
     this.build();
     // ACP sessions: the conversation view replaces the terminal and its prompt
     this.acp = isAcp(session) ? new AcpView(this) : null;
     if (this.acp) {
+      this.termHint.hidden = true;
       this.screenEl.replaceWith(this.acp.el);
       this.term = null;
       this.update(session);
@@ -80,10 +79,36 @@ export class Card {
       onSize: (rows, cols) => { this.session.rows = rows; this.session.cols = cols; this.renderDetails(); },
       onUp: () => this.el.classList.remove("screen-stale"),
       onDown: () => this.el.classList.add("screen-stale"),
-    });
+      onRelease: () => this.ctx.onRelease?.(this),
+      onFocus: (inside) => this.renderHint(inside),
+    }, { fill: this.fills(), fit: mode === "detail" ? this.fitMode() : "pane" });
     this.screenEl.append(this.term.host);
+    this.renderHint(false);
     this.update(session);
     this.term.start();
+  }
+
+  fitMode() {
+    return this.ctx.fitMode?.() || "pane";
+  }
+
+  /** Whether the terminal fits the rows to its box's height too: beside the list (a box of the
+   * window's height), or to fit the view; on a phone the pane keeps its own shape and the page
+   * scrolls. */
+  fills() {
+    return this.mode === "detail" && (WIDE.matches || this.fitMode() === "view");
+  }
+
+  renderHint(inside) {
+    this.termHint.classList.toggle("active", inside);
+    if (inside) {
+      this.termHint.replaceChildren("Typing goes to the pane (Tab and Esc too); ", h("kbd", {}, RELEASE_KEY),
+        " returns to the page.");
+    } else {
+      this.termHint.replaceChildren(this.mode === "detail" && WIDE.matches
+        ? "Click the terminal (or press Enter on its row) to type into it."
+        : "Click or tap the terminal to type into it.");
+    }
   }
 
   /** Compatibility with the page's socket handling (app.js stops/starts every card's socket). */
@@ -98,16 +123,41 @@ export class Card {
     this.stateEl = h("span", { class: "badge-state" });
     this.timeEl = h("span", { class: "badge-time" });
     this.badge = h("button", { type: "button", class: "badge", "aria-expanded": "false", "aria-controls": whyId,
-      onclick: () => this.toggleWhy() }, this.stateEl, " ", this.timeEl);
+      "aria-describedby": whyId, onclick: () => this.toggleWhy() }, this.stateEl, " ", this.timeEl,
+    h("span", { class: "sr-only" }, ": why?"));
     this.whyEl = h("p", { class: "why", id: whyId, hidden: true });
     this.largeButton = button("Open large", "open-large", () => this.setLarge(!this.large),
       { "aria-expanded": "false" });
     this.deleteButton = button("Delete", "delete danger", () => this.askDelete());
+    this.renameButton = button("Rename", "rename", () => this.startRename());
+    this.ledgerButton = button("Ledger", "ledger-open", () => this.ctx.onLedger?.(this.id),
+      { title: "Every decision on this session: who answered, typed or sent what, and what they saw" });
+    this.againButton = button("Run again", "run-again", () => this.runAgain(), { hidden: true,
+      title: "Start the same command again, in the same folder, with the same environment" });
+    this.fitPane = button("Fit to pane", "fit-pane", () => this.ctx.setFitMode?.("pane"),
+      { title: "Keep the pane's size; scale the font so every column shows", "aria-keyshortcuts": "F" });
+    this.fitView = button("Fit to view", "fit-view", () => this.ctx.setFitMode?.("view"),
+      { title: "Resize the pane to this view at a readable font (the agent sees the new size)", "aria-keyshortcuts": "F" });
+    this.fitGroup = h("div", { class: "fit", role: "group", "aria-label": "Terminal size" }, this.fitPane, this.fitView);
+    this.backButton = button("← Sessions", "detail-close", () => this.ctx.onClose?.(this),
+      { title: "Back to the list (Esc)", "aria-keyshortcuts": "Escape" });
+    this.renameInput = h("input", { type: "text", class: "rename-text", maxlength: "80", autocomplete: "off",
+      "aria-label": "New name" });
+    this.renameForm = h("form", { class: "rename-form", hidden: true, onsubmit: (e) => { e.preventDefault(); this.rename(); } },
+      this.renameInput, h("button", { type: "submit", class: "primary" }, "Save"),
+      button("Cancel", "rename-cancel", () => this.endRename(true)));
+    this.renameForm.addEventListener("keydown", (e) => {
+      if (e.key !== "Escape") return;
+      e.preventDefault();
+      e.stopPropagation();
+      this.endRename(true);
+    });
     this.agentEl = h("span", { class: "agent" });
     this.cwdEl = h("span", { class: "cwd" });
     // cluster: which machine the session runs on (absent on a lone server)
     this.nodeEl = h("span", { class: "node", hidden: true });
     this.detailsEl = h("dl", { class: "details" });
+    this.changes = new ChangesView(this); // a worktree session: its branch, changes and review
     this.exitEl = h("p", { class: "exit", hidden: true });
     this.buildLost();
 
@@ -134,30 +184,25 @@ export class Card {
     } }, this.keysInput, h("label", { class: "toggle" }, this.keysEnter, " Enter"),
     h("button", { type: "submit" }, "Send keys"));
     this.promptNote = h("p", { class: "prompt-note" });
+    this.requestView = new RequestView();
     this.promptEl = h("section", { class: "prompt", hidden: true, "aria-label": "Waiting for your answer" },
-      h("h3", {}, "Waiting for your answer"), this.optionsEl, this.passwordForm, this.keysForm, this.promptNote);
+      h("h3", {}, "Waiting for your answer"), this.requestView.el, this.optionsEl, this.passwordForm, this.keysForm,
+      this.promptNote);
 
-    this.confirmText = h("span", { class: "confirm-text" });
-    this.confirmButton = button("Confirm", "confirm-yes primary", () => this.confirm());
-    this.cancelButton = button("Cancel", "confirm-no", () => this.cancel(true));
-    this.confirmEl = h("div", { class: "confirm", hidden: true, role: "group", "aria-label": "Confirm" },
-      this.confirmText, this.confirmButton, this.cancelButton);
-    this.confirmEl.addEventListener("keydown", (e) => {
-      if (e.key !== "Escape") return;
-      e.preventDefault();
-      e.stopPropagation(); // not the large view's Escape
-      this.cancel(true);
-    });
+    this.buildConfirm("Confirm");
 
     this.heldText = h("span", { class: "held-text" });
     this.heldEl = h("div", { class: "held", hidden: true, role: "alert" }, this.heldText,
       button("Send anyway", "held-send", () => this.term.release(true)),
       button("Drop", "held-drop", () => this.term.release(false)));
 
-    this.resultEl = h("p", { class: "result", role: "status", "aria-live": "polite" });
+    this.buildResult();
 
     this.screenEl = h("div", { class: "screen", role: "group",
-      "aria-label": "Screen (click and type: keys go to the pane)" });
+      "aria-label": `Screen (click and type: keys go to the pane; ${RELEASE_KEY} returns to the page)` });
+    // one line, always there (its text changes, its height does not: a pane fitted to the view
+    // must not be resized because the terminal took the keyboard)
+    this.termHint = h("p", { class: "term-hint" });
 
     this.sendInput = h("input", { type: "text", name: "text", class: "send-text", autocomplete: "off",
       spellcheck: "false", placeholder: "Type to the agent…", "aria-label": "Text to send" });
@@ -168,15 +213,21 @@ export class Card {
 
     this.closeLarge = button("Close", "close-large", () => this.setLarge(false));
 
-    this.el = h("article", { class: "card", id: `card-${id}`, "aria-labelledby": nameId, dataset: { id } },
+    const detail = this.mode === "detail";
+    this.el = h("article", { class: detail ? "card card-detail" : "card", id: `card-${id}`, "aria-labelledby": nameId,
+      dataset: { id } },
       h("header", { class: "card-head" },
-        h("h2", { id: nameId }, this.nameEl),
+        detail ? this.backButton : null,
+        h("h2", { id: nameId, tabindex: "-1" }, this.nameEl),
         this.badge,
-        h("div", { class: "card-tools" }, this.largeButton, this.deleteButton, this.closeLarge)),
+        h("div", { class: "card-tools" }, detail ? this.fitGroup : this.largeButton, this.againButton, this.renameButton,
+          this.ledgerButton, this.deleteButton, this.closeLarge)),
+      this.renameForm,
       this.titleEl,
       this.whyEl,
       h("p", { class: "meta" }, this.nodeEl, this.agentEl, h("span", { class: "sep", "aria-hidden": "true" }, " · "),
         this.cwdEl),
+      this.changes.el,
       this.detailsEl,
       this.exitEl,
       this.lostEl,
@@ -184,6 +235,7 @@ export class Card {
       this.confirmEl,
       this.heldEl,
       this.resultEl,
+      this.termHint,
       this.screenEl,
       this.sendForm,
       this.sendHint);
@@ -201,26 +253,32 @@ export class Card {
     this.session = { ...this.session, ...session };
     const s = this.session;
     this.nameEl.textContent = s.name || s.id;
-    this.screenEl.setAttribute("aria-label", `Screen of ${s.name || s.id} (click and type: keys go to the pane)`);
+    this.screenEl.setAttribute("aria-label",
+      `Screen of ${s.name || s.id} (click and type: keys go to the pane; ${RELEASE_KEY} returns to the page)`);
+    this.renameButton.setAttribute("aria-label", `Rename ${s.name || s.id}`);
     this.sendInput.setAttribute("aria-label", `Text to send to ${s.name || s.id}`);
     const agent = s.agent || "no agent";
     const launched = s.launched_agent && s.launched_agent !== s.agent ? ` (in ${s.launched_agent})` : "";
     this.agentEl.textContent = agent + launched;
     this.agentEl.title = Array.isArray(s.command) ? `command: ${shortCommand(s.command)}` : "";
+    // no manifest names the program: the generic rules decide, and the card says it is a guess
+    const generic = s.agent === "generic";
+    this.agentEl.classList.toggle("generic", generic);
+    if (generic) this.agentEl.title = `generic rules, a best guess: no manifest names this program. ${this.agentEl.title}`.trim();
     this.nodeEl.hidden = !s.node;
     this.nodeEl.textContent = s.node ? `on ${s.node} · ` : "";
     this.nodeEl.title = s.node ? `runs on node ${s.node}` : "";
-    this.cwdEl.textContent = shortPath(s.cwd);
+    this.cwdEl.textContent = this.mode === "detail" ? shortFolder(s.cwd, 48) : shortPath(s.cwd);
     this.cwdEl.title = s.cwd || "";
     if (s.title !== undefined) this.setTitle(s.title);
     this.renderDetails();
+    this.changes.update(s);
 
     this.el.dataset.state = s.state;
     this.badge.className = `badge badge-${s.state}`;
     this.stateEl.textContent = s.state;
     const why = `source: ${s.source ?? "—"} · rule: ${s.rule ?? "—"}${s.why ? `\n${s.why}` : ""}`;
     this.badge.title = why;
-    this.badge.setAttribute("aria-label", `${s.state}: why? (source ${s.source ?? "none"}, rule ${s.rule ?? "none"})`);
     this.whyEl.textContent = why.replace("\n", " — ");
     this.tick();
 
@@ -229,6 +287,8 @@ export class Card {
     this.exitEl.textContent = [exited ? `Exited${s.exit_code != null ? ` with code ${s.exit_code}` : ""}.` : "",
       s.error || ""].filter(Boolean).join(" ");
     this.deleteButton.textContent = exited ? "Remove" : "Delete";
+    this.againButton.hidden = !exited || Boolean(this.acp);
+    this.renderFit();
 
     const blocked = s.state === "blocked";
     this.sendInput.disabled = this.sendButton.disabled = blocked || exited;
@@ -239,6 +299,8 @@ export class Card {
       if (!blocked) this.prompt = null;
       if (blocked) this.term?.scrollToBottom(); // the prompt is on the live screen: show it
     }
+    if (!blocked) this.request = null;
+    if (s.request !== undefined && blocked) this.request = s.request;
     if (this.acp) this.acp.update(s);
     this.renderPrompt();
     this.renderLost(session, prevState);
@@ -301,11 +363,15 @@ export class Card {
     this.lostWhy.textContent = `${why[0].toUpperCase()}${why.slice(1)}${/[.!?]$/.test(why) ? "" : "."} `
       + "The screen below is the last one seen.";
     const offer = this.lostOffer;
-    this.resumeButton.hidden = !(offer && offer.possible);
+    // a Resume that failed is not offered again while the server's offer is the one it failed on
+    const failed = this.resumeFailed && this.resumeFailed.offer === JSON.stringify(offer) ? this.resumeFailed : null;
+    if (!failed) this.resumeFailed = null;
+    this.resumeButton.hidden = !(offer && offer.possible) || Boolean(failed);
     this.resumeButton.disabled = this.busy;
-    this.lostNote.textContent = !offer ? "Checking whether it can be resumed…"
-      : offer.possible ? "Resume starts its agent again on the same conversation, in the same folder."
-        : `It cannot be resumed: ${offer.why}`;
+    this.lostNote.textContent = failed ? `${failed.message}.`.replace(/\.\.$/, ".")
+      : !offer ? "Checking whether it can be resumed…"
+        : offer.possible ? "Resume starts its agent again on the same conversation, in the same folder."
+          : `It cannot be resumed: ${offer.why}`;
   }
 
   async fetchLostOffer() {
@@ -331,18 +397,22 @@ export class Card {
       this.showResult("✓ Resumed: its agent runs again.", "ok");
       this.update(info);
     } catch (err) {
-      this.showResult(`Could not resume: ${err.message}`, err.status === 409 ? "warn" : "error");
+      // said once, where the offer was (not also as a result line), and not offered again
+      this.resumeFailed = { message: resumeFailure(err.message), offer: JSON.stringify(this.lostOffer) };
+      this.showResult("", "pending");
     } finally {
       this.setBusy(false);
       this.resumeButton.disabled = false;
+      this.renderLost({}, "lost");
     }
   }
 
   // -- the terminal channel -------------------------------------------------------------------
   onTermState(msg) {
     // the state itself comes from /ws/state only (the two channels may interleave); this
-    // channel brings the prompt the server read for it
+    // channel brings the prompt the server read for it (and, once the server has it, the request)
     this.prompt = msg.state === "blocked" ? msg.prompt || null : null;
+    if (msg.request !== undefined) this.request = msg.state === "blocked" ? msg.request : null;
     this.renderPrompt();
     if (msg.title !== undefined && msg.title !== this.session.title) this.setTitle(msg.title);
   }
@@ -388,34 +458,20 @@ export class Card {
     }
     const p = this.prompt;
     const kind = p ? p.kind : null;
+    const peek = this.ctx.peek?.(this.id) || null;
+    this.requestView.update({ ...this.session, request: this.request ?? this.session.request }, peek);
     const key = JSON.stringify(p ? [p.kind, p.options] : null);
     if (key !== this.promptKey || !this.optionsEl.childElementCount) {
       this.promptKey = key;
-      const buttons = [];
-      if (kind === "options") {
-        for (const o of p.options) {
-          // numbered options answer with their number; a menu without numbers with its keys
-          const label = o.option != null ? `${o.option}. ${o.label}` : o.label;
-          const answer = o.option != null ? { option: o.option } : { keys: o.keys };
-          buttons.push(h("button", {
-            type: "button", class: `option${o.selected ? " selected" : ""}`,
-            dataset: o.option != null ? { option: String(o.option) } : {},
-            onclick: () => this.ask({ kind: "answer", answer, label }),
-          }, label));
-        }
-      } else if (kind === "yes_no") {
-        for (const o of p.options) {
-          buttons.push(h("button", {
-            type: "button", class: "option option-yes-no",
-            onclick: () => this.ask({ kind: "answer", answer: { keys: o.keys }, label: o.label }),
-          }, o.label));
-        }
-      } else if (kind === "keys" || kind === "text") {
-        buttons.push(h("button", {
-          type: "button", class: "option option-enter", title: "Press Enter (usually: the selected choice)",
-          onclick: () => this.ask({ kind: "answer", answer: { keys: "\r" }, label: "Enter" }),
-        }, "Enter"));
-      }
+      // numbered options answer with their number; a menu without numbers with its keys
+      const buttons = answerChoices(p).map((c) => h("button", {
+        type: "button",
+        class: `option${c.selected ? " selected" : ""}${kind === "yes_no" ? " option-yes-no" : ""}${
+          kind === "keys" || kind === "text" ? " option-enter" : ""}`,
+        title: kind === "keys" || kind === "text" ? "Press Enter (usually: the selected choice)" : null,
+        dataset: c.answer.option != null ? { option: String(c.answer.option) } : {},
+        onclick: () => this.ask({ kind: "answer", answer: c.answer, label: c.label }),
+      }, c.label));
       buttons.push(h("button", {
         type: "button", class: "option option-esc", title: "Press Esc (usually: cancel the prompt)",
         onclick: () => this.ask({ kind: "answer", answer: { keys: ESC_KEY }, label: "Esc" }),
@@ -424,6 +480,8 @@ export class Card {
       this.optionsEl.replaceChildren(...buttons);
       if (hadFocus) this.optionsEl.firstElementChild.focus({ preventScroll: true });
       this.passwordForm.hidden = kind !== "password";
+      // beside its terminal, a prompt with choices needs no keys box: the terminal takes keys
+      this.keysForm.hidden = this.mode === "detail" && (kind === "options" || kind === "yes_no");
       for (const b of this.optionsEl.querySelectorAll("button")) b.disabled = this.busy;
       if (this.pending && this.pending.kind === "answer" && this.pending.answer.option
           && !(kind === "options" && p.options.some((o) => o.option === this.pending.answer.option))) this.cancel();
@@ -455,34 +513,25 @@ export class Card {
   }
 
   // -- inline confirmation --------------------------------------------------------------------
-  ask(action) {
-    if (this.busy) return;
-    if (!this.pending) this.returnFocus = document.activeElement;
-    this.pending = action;
+  describe(action) {
     const name = this.session.name || this.id;
     if (action.kind === "answer") {
       this.confirmText.textContent = `Send ${action.label} to ${name}?`;
       this.confirmButton.textContent = "Confirm";
+    } else if (action.kind === "discard") {
+      const files = action.files.slice(0, 5).join(", ") + (action.files.length > 5 ? ` and ${action.files.length - 5} more` : "");
+      this.confirmText.textContent = `The worktree of ${name} has uncommitted changes (${files}). `
+        + "Delete it and lose them? Its branch is kept.";
+      this.confirmButton.textContent = "Delete and discard";
     } else {
       this.confirmText.textContent = `Delete ${name}? This stops its process.`;
       this.confirmButton.textContent = "Delete";
     }
-    this.confirmButton.className = action.kind === "delete" ? "confirm-yes danger" : "confirm-yes primary";
-    this.confirmEl.hidden = false;
-    this.confirmButton.focus();
+    this.confirmButton.className = action.kind === "answer" ? "confirm-yes primary" : "confirm-yes danger";
   }
 
-  /** Withdraw the question; `restoreFocus` when the user cancelled it. */
-  cancel(restoreFocus = false) {
-    const hadFocus = this.confirmEl.contains(document.activeElement);
-    this.pending = null;
-    this.confirmEl.hidden = true;
-    if (hadFocus) {
-      const back = restoreFocus && this.returnFocus && this.returnFocus.isConnected && !this.returnFocus.disabled
-        ? this.returnFocus : this.largeButton;
-      back.focus({ preventScroll: true });
-    }
-    this.returnFocus = null;
+  restingFocus() {
+    return this.largeButton;
   }
 
   async confirm() {
@@ -490,39 +539,30 @@ export class Card {
     if (!action || this.busy) return;
     this.cancel();
     if (action.kind === "delete") return this.remove();
+    if (action.kind === "discard") return this.remove(true);
     if (action.secret) this.passwordInput.value = "";
     if (action.clear) action.clear.value = "";
-    this.setBusy(true);
-    this.showResult(`Sending ${action.label}…`, "pending");
-    this.ctx.onAnswered?.(this);
-    try {
-      const r = await api.answer(this.id, action.answer);
-      if (r.took) this.showResult(`✓ Took: sent ${action.label}; now ${r.state}.`, "ok");
-      else if (r.state === "blocked") {
-        this.showResult(`✗ Did not take: still blocked after ${r.waited_s}s (${r.rule ?? "no rule"}).`, "warn");
-      } else {
-        this.showResult(`✗ Did not take: the agent did not react within ${r.waited_s}s (only an echo; now ${r.state}).`,
-          "warn");
-      }
-    } catch (err) {
-      this.showResult(err.status === 409 ? `Not sent: ${err.message}` : `Failed: ${err.message}`,
-        err.status === 409 ? "warn" : "error");
-    } finally {
-      this.setBusy(false);
-    }
+    await this.sendAnswer(action);
   }
 
   askDelete() {
     this.ask({ kind: "delete" });
   }
 
-  async remove() {
+  async remove(discard = false) {
     this.setBusy(true);
     this.showResult("Deleting…", "pending");
     try {
-      await api.remove(this.id);
+      await api.remove(this.id, discard);
       this.ctx.onDeleted(this.id); // the "deleted" event would remove it too
     } catch (err) {
+      if (err.status === 409 && Array.isArray(err.body?.files) && !discard) {
+        // a dirty worktree: nothing was deleted; ask whether to lose its changes
+        this.setBusy(false);
+        this.showResult("", "");
+        this.ask({ kind: "discard", files: err.body.files });
+        return;
+      }
       this.showResult(`Delete failed: ${err.message}`, "error");
       this.setBusy(false);
     }
@@ -533,21 +573,6 @@ export class Card {
     this.el.toggleAttribute("aria-busy", busy);
     for (const b of this.promptEl.querySelectorAll("button")) b.disabled = busy;
     this.deleteButton.disabled = busy;
-  }
-
-  /** A result line; final ones fade after a while and then go. */
-  showResult(text, kind) {
-    clearTimeout(this.fadeTimer);
-    clearTimeout(this.clearTimer);
-    this.resultEl.classList.remove("fading");
-    this.resultEl.textContent = text;
-    this.resultEl.dataset.kind = kind;
-    if (kind === "pending") return;
-    this.fadeTimer = setTimeout(() => this.resultEl.classList.add("fading"), RESULT_FADE_MS);
-    this.clearTimer = setTimeout(() => {
-      this.resultEl.textContent = "";
-      this.resultEl.classList.remove("fading");
-    }, RESULT_CLEAR_MS);
   }
 
   // -- the send box ---------------------------------------------------------------------------
@@ -578,25 +603,84 @@ export class Card {
     if (open) this.el.setAttribute("aria-modal", "true");
     else this.el.removeAttribute("aria-modal");
     this.ctx.onLarge(this, open);
-    if (!this.term) {
-      // no pane to fit
-    } else if (open) {
-      this.sizeBeforeLarge = this.term.size;
-      requestAnimationFrame(() => this.fitToWindow());
-    } else if (this.sizeBeforeLarge) {
-      const { rows, cols } = this.sizeBeforeLarge;
-      this.sizeBeforeLarge = null;
-      if (rows !== this.term.size.rows || cols !== this.term.size.cols) this.term.resizePane(rows, cols);
-    }
+    // large: the pane resized to the window; closed: back to its size, the font fitted again
+    if (open) this.term?.setFit("view", { fill: true });
+    else this.term?.setFit(this.mode === "detail" ? this.fitMode() : "pane", { fill: this.fills() });
     (open ? this.closeLarge : this.largeButton).focus();
   }
 
   /** Large view: resize the pane to what fits (the agent gets SIGWINCH). */
   fitToWindow() {
-    if (!this.large || !this.term) return;
-    const size = this.term.proposeSize();
-    if (size && (size.rows !== this.term.size.rows || size.cols !== this.term.size.cols)) {
-      this.term.resizePane(size.rows, size.cols);
+    if (this.large) this.term?.scheduleFit();
+  }
+
+  // -- fit, rename, run again -------------------------------------------------------------------
+  /** The page's fit mode changed (or the card was made): the detail's terminal follows it. */
+  applyFit() {
+    if (this.mode === "detail" && !this.large) this.term?.setFit(this.fitMode(), { fill: this.fills() });
+    this.renderFit();
+  }
+
+  renderFit() {
+    const mode = this.fitMode();
+    this.fitPane.setAttribute("aria-pressed", String(mode === "pane"));
+    this.fitView.setAttribute("aria-pressed", String(mode === "view"));
+    this.fitGroup.hidden = Boolean(this.acp);
+  }
+
+  startRename() {
+    this.renameInput.value = this.session.name || "";
+    this.renameForm.hidden = false;
+    this.renameButton.hidden = true;
+    this.renameInput.focus();
+    this.renameInput.select();
+  }
+
+  endRename(restoreFocus = false) {
+    this.renameForm.hidden = true;
+    this.renameButton.hidden = false;
+    if (restoreFocus) this.renameButton.focus({ preventScroll: true });
+  }
+
+  async rename() {
+    const name = this.renameInput.value.trim();
+    if (!name || name === this.session.name) {
+      this.endRename(true);
+      return;
+    }
+    try {
+      const info = await api.rename(this.id, name);
+      this.endRename(true);
+      this.ctx.onRenamed?.({ ...(info && info.id ? info : {}), id: this.id, name: info && info.name ? info.name : name });
+      this.showResult(`Renamed to “${clip(name, 40)}”.`, "ok");
+    } catch (err) {
+      const missing = err.status === 404 && !/session/i.test(err.message) || err.status === 405;
+      this.showResult(missing ? "This server cannot rename sessions (no PATCH /api/sessions/{id})."
+        : `Rename failed: ${err.message}`, err.status === 409 || missing ? "warn" : "error");
+    }
+  }
+
+  /** The same command, folder and environment, started again as a new session. */
+  async runAgain() {
+    const s = this.session;
+    const given = s.spec && typeof s.spec === "object" ? s.spec : null;
+    const spec = given ? { ...given }
+      : { command: withoutAddedHooks(s.command), cwd: s.cwd, ...(s.agent ? { agent: s.agent } : {}) };
+    for (const key of Object.keys(spec)) if (spec[key] == null) delete spec[key];
+    if (s.name) spec.name = s.name;
+    if (s.node && !spec.node) spec.node = s.node;
+    this.againButton.disabled = true;
+    this.showResult("Starting it again…", "pending");
+    try {
+      const made = await api.create(spec);
+      const note = `Started again as ${made.name} (${made.id})${given ? "" : " — same command and folder; "
+        + "this server does not say its environment"}.`;
+      this.showResult(note, "ok");
+      this.ctx.onCreated?.(made, note); // the queue shows the new one, with this line
+    } catch (err) {
+      this.showResult(`Could not start it again: ${err.message}`, err.status === 409 ? "warn" : "error");
+    } finally {
+      this.againButton.disabled = false;
     }
   }
 
@@ -625,10 +709,10 @@ export class Card {
     clearTimeout(this.promptFetch);
     this.promptFetch = null;
     this.destroyed = true;
-    clearTimeout(this.fadeTimer);
-    clearTimeout(this.clearTimer);
+    this.stopResult();
     if (this.large) this.setLarge(false);
     this.term?.dispose();
+    this.changes.destroy();
     if (this.acp) this.acp.destroy();
     this.el.remove();
   }

@@ -1,7 +1,7 @@
 // The new-session form: an agent from GET /api/agents, an optional command (space-separated
 // words or a JSON argv), a folder, a name and environment variables. A command that could not
-// start, or exited at once with an error, is reported as a failure with its exit code and first
-// lines of output.
+// start, or exited at once with an error, is reported at the form as a failure with its exit
+// code and first lines of output, and its dead session is removed (a message, not a card).
 
 const EARLY_EXIT_MS = 1500;
 
@@ -9,9 +9,10 @@ import { api } from "./api.js";
 import { parseCommand, parseEnv } from "./parse.js";
 
 export class NewSessionForm {
-  constructor(form, onCreated) {
+  /** @param {object} on {onCreated(session), onStarted(session), beforeRemove(id), onFailed(id)} */
+  constructor(form, on) {
     this.form = form;
-    this.onCreated = onCreated;
+    this.on = on;
     this.agent = form.elements.agent;
     this.status = form.querySelector(".form-status");
     this.warnings = form.querySelector(".form-warnings");
@@ -76,6 +77,18 @@ export class NewSessionForm {
     }
   }
 
+  /** A start that failed leaves no dead session behind: the form says what happened. */
+  async removeFailed(id) {
+    await this.on.beforeRemove(id);
+    try {
+      await api.remove(id);
+    } catch (err) {
+      if (err.status !== 404) return false;
+    }
+    this.on.onFailed(id);
+    return true;
+  }
+
   say(text, kind) {
     this.status.textContent = text;
     this.status.dataset.kind = kind;
@@ -104,6 +117,16 @@ export class NewSessionForm {
     if (f.agent.value) spec.agent = f.agent.value;
     if (command) spec.command = command;
     if (f.cwd.value.trim()) spec.cwd = f.cwd.value.trim();
+    const branch = f.branch.value.trim();
+    if (branch) {
+      if (!spec.cwd) {
+        this.say("A worktree needs the folder of its git repository.", "error");
+        f.cwd.focus();
+        return;
+      }
+      spec.worktree = { repo: spec.cwd, branch };
+      delete spec.cwd;
+    }
     if (f.name.value.trim()) spec.name = f.name.value.trim();
     if (!spec.agent && !spec.command) {
       this.say("Choose an agent or give a command.", "error");
@@ -113,23 +136,31 @@ export class NewSessionForm {
     this.say("Starting…", "pending");
     try {
       const session = await api.create(spec);
-      this.onCreated(session);
+      this.on.onCreated(session);
       f.name.value = "";
+      f.branch.value = "";
       this.say(`Starting ${session.name} (${session.id})…`, "pending");
       const ended = await this.earlyExit(session);
       if (ended && ended.exit_code !== 0) {
         const lines = await this.firstLines(session.id);
+        const removed = await this.removeFailed(session.id);
         this.say(`Failed: ${session.name} ${ended.error ? `could not start (${ended.error})` : "exited at once"}`
-          + ` — exit code ${ended.exit_code ?? "unknown"}.${lines ? `\n${lines}` : ""}`, "error");
+          + ` — exit code ${ended.exit_code ?? "unknown"}.${lines ? `\n${lines}` : ""}`
+          + (removed ? "" : "\n(Its session could not be removed: remove it from the list.)"), "error");
+        this.status.scrollIntoView({ block: "nearest" });
       } else if (ended) {
         this.say(`Started ${session.name} (${session.id}); it has already finished (exit code 0).`, "ok");
+        this.on.onStarted(session);
       } else {
         this.say(`Started ${session.name} (${session.id}).`, "ok");
+        this.on.onStarted(session);
       }
     } catch (err) {
       this.say(`Not started: ${err.message}`, "error");
     } finally {
       this.submit.disabled = false;
+      // disabled while it worked, the button lost the keyboard to the page: give it back
+      if (document.activeElement === document.body || document.activeElement === null) this.submit.focus();
     }
   }
 }

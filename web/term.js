@@ -1,6 +1,13 @@
 // A pane as a real terminal: xterm.js fed by /ws/sessions/{id}/term (scrollback, then an exact
 // repaint, then live bytes), the user's keystrokes sent back as xterm.js encodes them, and
 // resizes asked of the server (which resizes the pane; every page then follows its size).
+//
+// It fits its container one of two ways: "pane" keeps the pane's size and scales the font until
+// every column (and, in a container of fixed height, every row) shows, never clipped; "view"
+// keeps a readable font and resizes the pane to what fits (the agent gets SIGWINCH; the size it
+// had comes back when the view lets go). Tab never reaches it from the page: focus enters it
+// only by a click or an explicit action, and once inside, every key is the pane's but the
+// release key (Ctrl+]), which hands focus back to the page.
 
 import { Terminal } from "./vendor/xterm/xterm.js";
 import { FitAddon } from "./vendor/addon-fit/addon-fit.js";
@@ -26,6 +33,21 @@ const USER_WINDOW_MS = 250;
 
 export const SCROLLBACK = 10000;
 
+const PHONE = matchMedia("(max-width: 600px)");
+/** The font of "fit to view" (and the largest one "fit to pane" scales up to). */
+const viewFont = () => (PHONE.matches ? 11 : 12);
+const MAX_FONT = 14;
+const MIN_FONT = 3;
+const FONT_STEP = 0.25;
+// the width xterm.js keeps for its scrollbar beside the rows
+const SCROLLBAR = 14;
+
+/** The key that takes focus out of a terminal back to the page (every other key is the pane's). */
+export const RELEASE_KEY = "Ctrl+]";
+export function isReleaseKey(e) {
+  return e.ctrlKey && !e.altKey && !e.metaKey && (e.key === "]" || e.code === "BracketRight" || e.key === "\u001d");
+}
+
 export class TermView {
   /**
    * @param {string} id the session id
@@ -36,16 +58,24 @@ export class TermView {
    *   onTitle(title)    the agent set the terminal title
    *   onLoaded()        the screen is drawn (after each (re)connect)
    *   onUp(), onDown()  the channel's connection
+   *   onRelease()       the user pressed the release key: the page takes focus back
+   *   onFocus(inside)   the terminal took or lost the keyboard
+   * @param {object} options
+   *   fill   the container has a height of its own: fit the rows to it too
+   *   fit    "pane" (scale the font) or "view" (resize the pane)
    */
-  constructor(id, handlers) {
+  constructor(id, handlers, { fill = false, fit = "pane" } = {}) {
     this.id = id;
     this.handlers = handlers;
+    this.fill = fill;
+    this.fitMode = fit;
+    this.sizeBefore = null; // the pane's size before "fit to view" changed it
     this.loaded = false;
     this.userAt = -Infinity;
     this.host = document.createElement("div");
     this.host.className = "term-host";
     this.term = new Terminal({
-      rows: 24, cols: 80, scrollback: SCROLLBACK, fontSize: matchMedia("(max-width: 600px)").matches ? 11 : 12,
+      rows: 24, cols: 80, scrollback: SCROLLBACK, fontSize: viewFont(),
       fontFamily: '"DejaVu Sans Mono", "Cascadia Mono", Menlo, Consolas, "Liberation Mono", monospace',
       theme: THEME, allowProposedApi: false, cursorBlink: false, convertEol: false,
       drawBoldTextInBrightColors: false,
@@ -55,12 +85,18 @@ export class TermView {
     this.term.onData((data) => this.typed(data));
     this.term.onBinary((data) => this.typed(data));
     this.term.onTitleChange((title) => this.handlers.onTitle?.(title));
+    this.term.attachCustomKeyEventHandler((e) => {
+      if (!isReleaseKey(e)) return true;
+      e.preventDefault();
+      if (e.type === "keydown") this.releaseFocus();
+      return false; // never the pane's
+    });
     const mark = () => { this.userAt = performance.now(); };
     for (const type of USER_EVENTS) this.host.addEventListener(type, mark, true);
     this.opened = false;
     this.socket = new LiveSocket(`/ws/sessions/${encodeURIComponent(id)}/term`, {
       onMessage: (msg) => this.onMessage(msg),
-      onBinary: (buffer) => this.term.write(new Uint8Array(buffer)),
+      onBinary: (buffer) => { if (!this.disposed) this.term.write(new Uint8Array(buffer)); },
       onUp: () => this.handlers.onUp?.(),
       onDown: () => this.handlers.onDown?.(),
     }, { minDelay: 500, maxDelay: 10000, finalCodes: [4404] });
@@ -71,6 +107,109 @@ export class TermView {
     if (this.opened || !this.host.isConnected) return;
     this.opened = true;
     this.term.open(this.host);
+    const input = this.term.textarea;
+    if (input) {
+      input.tabIndex = -1; // not a Tab stop: entering the terminal is explicit
+      input.setAttribute("aria-keyshortcuts", "Control+BracketRight");
+      input.addEventListener("focus", () => { this.host.classList.add("term-focused"); this.handlers.onFocus?.(true); });
+      input.addEventListener("blur", () => { this.host.classList.remove("term-focused"); this.handlers.onFocus?.(false); });
+    }
+    // Chromium makes a scrolling box a Tab stop of its own: not these
+    for (const el of this.host.querySelectorAll(".xterm-viewport, .xterm-scrollable-element")) el.tabIndex = -1;
+    this.observer = new ResizeObserver(() => this.scheduleFit());
+    this.observer.observe(this.host);
+    this.scheduleFit();
+  }
+
+  /** Give the keyboard back to the page (the release key, or the page asking). */
+  releaseFocus() {
+    this.term.blur();
+    this.term.textarea?.blur();
+    this.handlers.onRelease?.();
+  }
+
+  get focused() {
+    return Boolean(this.term.textarea && document.activeElement === this.term.textarea);
+  }
+
+  // -- fitting the container ----------------------------------------------------------------------
+  /** "pane": keep the pane's size, scale the font; "view": a readable font, the pane resized. */
+  setFit(mode, { fill = this.fill } = {}) {
+    const was = this.fitMode;
+    this.fitMode = mode;
+    this.fill = fill;
+    if (was === "view" && mode !== "view") this.restoreSize();
+    if (mode === "view" && this.opened) this.term.options.fontSize = viewFont();
+    this.scheduleFit();
+  }
+
+  scheduleFit() {
+    if (this.fitFrame || this.disposed) return;
+    this.fitFrame = requestAnimationFrame(() => {
+      this.fitFrame = null;
+      this.fitNow();
+    });
+  }
+
+  fitNow() {
+    if (!this.opened || this.disposed || !this.host.isConnected || !this.host.clientWidth) return;
+    if (this.fitMode === "view") this.fitView();
+    else this.fitFont();
+  }
+
+  cell() {
+    const c = this.term._core?._renderService?.dimensions?.css?.cell; // pinned with the vendored version
+    return c && c.width > 0 && c.height > 0 ? c : null;
+  }
+
+  /** The largest font (up to MAX_FONT) at which every column, and with `fill` every row, shows. */
+  fitFont() {
+    let cell = this.cell();
+    if (!cell) return;
+    const width = this.host.clientWidth - SCROLLBAR;
+    const height = this.fill ? this.host.clientHeight : Infinity;
+    const { cols, rows } = this.term;
+    const fits = (c) => c.width * cols <= width && (!this.fill || c.height * rows <= height);
+    let size = this.term.options.fontSize;
+    const guess = Math.min(MAX_FONT, size * width / (cell.width * cols), size * height / (cell.height * rows));
+    const next = Math.max(MIN_FONT, Math.floor(guess / FONT_STEP) * FONT_STEP);
+    if (next !== size) {
+      size = next;
+      this.term.options.fontSize = size;
+      cell = this.cell() || cell;
+    }
+    // cells are whole device pixels: step down until it really fits
+    for (let i = 0; i < 12 && !fits(cell) && size > MIN_FONT; i++) {
+      size = Math.max(MIN_FONT, size - FONT_STEP);
+      this.term.options.fontSize = size;
+      cell = this.cell() || cell;
+    }
+    this.host.dataset.font = String(size);
+  }
+
+  /** Resize the pane to what the container holds at the readable font (after a pause: a drag of
+   * the window must not send a resize for every pixel). */
+  fitView() {
+    if (this.term.options.fontSize !== viewFont()) this.term.options.fontSize = viewFont();
+    this.host.dataset.font = String(viewFont());
+    clearTimeout(this.viewTimer);
+    this.viewTimer = setTimeout(() => {
+      if (this.fitMode !== "view" || this.disposed) return;
+      const size = this.proposeSize();
+      if (!size || (size.rows === this.term.rows && size.cols === this.term.cols)) return;
+      if (!this.sizeBefore) this.sizeBefore = this.size;
+      this.resizePane(size.rows, size.cols);
+    }, 150);
+  }
+
+  /** The pane back at the size it had before "fit to view" (when nothing else changed it). */
+  restoreSize() {
+    clearTimeout(this.viewTimer);
+    const before = this.sizeBefore;
+    this.sizeBefore = null;
+    if (before && (before.rows !== this.term.rows || before.cols !== this.term.cols)) {
+      this.resizePane(before.rows, before.cols);
+    }
   }
 
   start() { this.socket.start(); }
@@ -78,20 +217,27 @@ export class TermView {
   stop() { this.socket.stop(); }
 
   dispose() {
+    this.restoreSize();
+    this.disposed = true;
+    cancelAnimationFrame(this.fitFrame);
+    this.observer?.disconnect();
     this.socket.stop();
     this.term.dispose();
   }
 
   onMessage(msg) {
+    if (this.disposed) return;
     switch (msg.type) {
       case "hello":
         this.loaded = false;
         this.term.reset();
         this.term.resize(msg.cols, msg.rows);
+        this.scheduleFit();
         break;
       case "ready":
         // written once xterm.js has parsed everything before it
         this.term.write("", () => {
+          if (this.disposed) return;
           // xterm.js draws no cursor until the user first focuses it; the pane's cursor is
           // part of its screen, so show it now (private API, pinned with the vendored version)
           const core = this.term._core;
@@ -107,6 +253,7 @@ export class TermView {
       case "size":
         if (msg.cols !== this.term.cols || msg.rows !== this.term.rows) this.term.resize(msg.cols, msg.rows);
         this.handlers.onSize?.(msg.rows, msg.cols);
+        this.scheduleFit();
         break;
       case "state":
         this.handlers.onState?.(msg);
@@ -150,6 +297,13 @@ export class TermView {
   }
 
   focus() { this.term.focus(); }
+
+  /** The pane's columns all show: the rows' drawn width fits in the container (for the tests). */
+  get clipped() {
+    const screen = this.host.querySelector(".xterm-screen");
+    if (!screen) return null;
+    return screen.getBoundingClientRect().right > this.host.getBoundingClientRect().right + 0.5;
+  }
 
   get size() { return { rows: this.term.rows, cols: this.term.cols }; }
 
