@@ -16,17 +16,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from panewatch_lab.agent_labs import AgentLab, get_lab
+from panewatch_lab.agent_labs import LABS, AgentLab, get_lab
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.capture import (
     Captured,
     CaptureRefused,
     Failure,
-    capture_each,
     cut,
     file_captures,
     print_try,
@@ -40,6 +40,9 @@ from panewatch_lab.loopback import LoopbackServer
 from panewatch_lab.pty_session import PtySession
 
 CUT_TIMEOUT = 6.0
+#: How long a launch may take to show its ready screen: opencode took 60-90 s under load (2 cores,
+#: load 12), where it starts in ~5 s on an idle machine.
+READY_TIMEOUT = 180.0
 
 
 def agent_turn(records: Sequence[dict[str, Any]]) -> tuple[str, str | None, float | None]:
@@ -80,19 +83,56 @@ def start_up(
     return lab.start_up(conditions, home, project, env, argv)
 
 
-def capture_one(lab: AgentLab, plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, cols: int) -> Captured:
+def capture_chain(
+    lab: AgentLab, plan: CapturePlan, chain: Sequence[CaptureSpec], binary: str, rows: int, cols: int
+) -> tuple[list[Captured], Failure | None]:
+    """One launch in a fresh HOME, PTY and mock, cut once per capture of ``chain`` in order (each
+    cut holds every byte since the start); the captures taken and the first refusal, if any
+    (the chain stops there: what follows it depended on it)."""
+    head = chain[0]
+    taken: list[Captured] = []
     started = time.monotonic()
-    with scratch(f"panewatch-{lab.agent}-{spec.kind}-", spec) as work:
+    with scratch(f"panewatch-{lab.agent}-{head.kind}-", head) as work:
         project = work / "project"
-        with LoopbackServer(lab.mock(plan.scenario)) as mock:
-            env = lab.prepare(work / "home", project, mock.url)
-            argv = start_up(lab, spec, work / "home", project, env, lab.argv(binary, project))
-            with PtySession(argv, env=env, cwd=str(project), rows=rows, cols=cols) as session:
-                wait_ready(session, spec.ready or plan.ready, 40)
-                for step in spec.steps:
-                    run_step(session, mock, step, lambda text: type_text(session, text, lab.enter_delay), agent_turn)
-                data = cut(session, mock, spec, CUT_TIMEOUT, agent_turn)
-        return Captured(spec, rows, cols, data, time.monotonic() - started)
+        try:
+            with LoopbackServer(lab.mock(plan.scenario)) as mock:
+                env = lab.prepare(work / "home", project, mock.url)
+                argv = start_up(lab, head, work / "home", project, env, lab.argv(binary, project))
+                with PtySession(argv, env=env, cwd=str(project), rows=rows, cols=cols) as session:
+                    spec = head
+                    try:
+                        wait_ready(session, head.ready or plan.ready, READY_TIMEOUT)
+                        for spec in chain:
+                            for step in spec.steps:
+                                run_step(
+                                    session,
+                                    mock,
+                                    step,
+                                    lambda text: type_text(session, text, lab.enter_delay),
+                                    agent_turn,
+                                )
+                            data = cut(session, mock, spec, CUT_TIMEOUT, agent_turn)
+                            taken.append(Captured(spec, rows, cols, data, time.monotonic() - started))
+                            started = time.monotonic()
+                    except CaptureRefused as exc:
+                        return taken, Failure(spec, rows, cols, exc)
+        finally:
+            if lab.cleanup is not None:
+                lab.cleanup(work / "home")
+    return taken, None
+
+
+def capture_one(lab: AgentLab, plan: CapturePlan, spec: CaptureSpec, binary: str, rows: int, cols: int) -> Captured:
+    """One capture (with the captures it continues, from ``plan``); ``CaptureRefused`` if refused.
+    ``spec`` need not be one of the plan's own (a test's variant of one)."""
+    by_kind = {c.kind: c for c in plan.capture}
+    chain = [spec]
+    while chain[0].after is not None:
+        chain.insert(0, by_kind[chain[0].after])
+    taken, failure = capture_chain(lab, plan, chain, binary, rows, cols)
+    if failure is not None:
+        raise failure.error
+    return taken[-1]
 
 
 def capture_all(
@@ -105,9 +145,46 @@ def capture_all(
     attempts: int = 2,
     report: Callable[[Captured | Failure, int], None] | None = None,
 ) -> tuple[list[Captured], list[Failure]]:
-    return capture_each(
-        lambda spec, rows, cols: capture_one(lab, plan, spec, binary, rows, cols), sizes, specs, jobs, attempts, report
-    )
+    """Every chain holding one of ``specs`` at every size, ``jobs`` launches at a time; a chain
+    refused part-way is tried again (``attempts`` in all) for the captures it has not taken."""
+
+    def one(chain: list[CaptureSpec], rows: int, cols: int) -> tuple[list[Captured], list[Failure]]:
+        done: dict[str, Captured] = {}
+        failure: Failure | None = None
+        for attempt in range(1, attempts + 1):
+            taken, failure = capture_chain(lab, plan, chain, binary, rows, cols)
+            for c in taken:
+                if c.spec.kind not in done:
+                    done[c.spec.kind] = c
+                    if report is not None:
+                        report(c, attempt)
+            if failure is not None and report is not None:
+                report(failure, attempt)
+            if failure is None or all(s.kind in done for s in chain):
+                failure = None
+                break
+        missing = [s for s in chain if s.kind not in done]
+        failed = [
+            Failure(
+                s,
+                rows,
+                cols,
+                failure.error
+                if failure is not None and s is failure.spec
+                else CaptureRefused(f"not reached: the chain was refused at {failure.spec.name if failure else '?'}"),
+            )
+            for s in missing
+        ]
+        return list(done.values()), failed
+
+    work = [(chain, rows, cols) for chain in plan.chains(list(specs)) for rows, cols in sizes]
+    done: list[Captured] = []
+    failed: list[Failure] = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for taken, refused in pool.map(lambda w: one(*w), work):
+            done += taken
+            failed += refused
+    return done, failed
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-agent") -> int:
@@ -115,7 +192,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-a
 
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog=prog, description="labelled raw captures of Codex, Gemini or Aider")
-    p.add_argument("--agent", required=True, choices=["codex", "gemini", "aider"])
+    p.add_argument("--agent", required=True, choices=sorted(LABS))
     p.add_argument("--only", nargs="+", metavar="KIND")
     p.add_argument(
         "--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES), help="RxC,... (default 32x120,24x80,50x160)"
@@ -130,7 +207,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab capture-a
     plan = load_plan(args.agent)
     if args.list:
         for spec in plan.capture:
-            print(f"{spec.name:<28} {spec.note}")
+            print(f"{spec.name:<28} {'(after ' + spec.after + ') ' if spec.after else ''}{spec.note}")
         return 0
     specs = [s for s in plan.capture if not args.only or s.kind in args.only or s.name in args.only]
     binary = args.bin or lab.find()

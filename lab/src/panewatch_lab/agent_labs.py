@@ -17,7 +17,21 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
-from panewatch_lab import aider_env, codex_env, gemini_env, mock_chat, mock_codex, mock_gemini
+from panewatch_lab import (
+    aider_env,
+    cline_env,
+    codex_env,
+    continue_env,
+    copilot_env,
+    gemini_env,
+    gptme_env,
+    mock_chat,
+    mock_codex,
+    mock_gemini,
+    mock_tools,
+    opencode_env,
+    qwen_env,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -58,6 +72,8 @@ class AgentLab:
     conditions: frozenset[str]
     #: How an Enter is typed after the text (Ink drops an Enter that arrives with a paste).
     enter_delay: float = 0.05
+    #: (home) → None: end what a run leaves behind once its PTY closed (Cline's hub daemon).
+    cleanup: Callable[[Path], None] | None = None
 
     def default_prefix(self) -> Path:
         return REPO / (".lab-npm" if self.kind == "npm" else f".lab-{self.agent}")
@@ -141,6 +157,79 @@ LABS: dict[str, AgentLab] = {
         aider_env.start_up,
         frozenset({"git"}),
         enter_delay=0.05,
+    ),
+    "opencode": AgentLab(
+        "opencode",
+        opencode_env.PINNED_VERSION,
+        opencode_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/opencode",
+        opencode_env.prepare_home,
+        opencode_env.opencode_argv,
+        mock_tools.build_app,
+        opencode_env.start_up,
+        frozenset(),
+    ),
+    "qwen": AgentLab(
+        "qwen",
+        qwen_env.PINNED_VERSION,
+        qwen_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/qwen",
+        qwen_env.prepare_home,
+        qwen_env.qwen_argv,
+        mock_tools.build_app,
+        qwen_env.start_up,
+        frozenset({"untrusted"}),
+    ),
+    "copilot": AgentLab(
+        "copilot",
+        copilot_env.PINNED_VERSION,
+        copilot_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/copilot",
+        copilot_env.prepare_home,
+        copilot_env.copilot_argv,
+        mock_tools.build_app,
+        copilot_env.start_up,
+        frozenset({"untrusted"}),
+    ),
+    "continue": AgentLab(
+        "continue",
+        continue_env.PINNED_VERSION,
+        continue_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/cn",
+        continue_env.prepare_home,
+        continue_env.continue_argv,
+        mock_tools.build_app,
+        continue_env.start_up,
+        frozenset({"no-auth"}),
+    ),
+    "gptme": AgentLab(
+        "gptme",
+        gptme_env.PINNED_VERSION,
+        gptme_env.PACKAGE,
+        "pip",
+        "bin/gptme",
+        gptme_env.prepare_home,
+        gptme_env.gptme_argv,
+        mock_tools.build_app,
+        gptme_env.start_up,
+        frozenset({"picker"}),
+    ),
+    "cline": AgentLab(
+        "cline",
+        cline_env.PINNED_VERSION,
+        cline_env.PACKAGE,
+        "npm",
+        "node_modules/.bin/cline",
+        cline_env.prepare_home,
+        cline_env.cline_argv,
+        mock_tools.build_app,
+        cline_env.start_up,
+        frozenset({"promo"}),
+        cleanup=cline_env.stop_daemons,
     ),
 }
 

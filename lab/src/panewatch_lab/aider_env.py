@@ -7,8 +7,9 @@ Aider runs from its own venv (``.lab-aider``, ``aider-chat`` 0.86.x from PyPI); 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from panewatch_lab._agent_home import agent_env, write_file
 
 PINNED_VERSION = "0.86.2"
 PACKAGE = "aider-chat"
@@ -22,8 +23,6 @@ def prepare_home(home: str | Path, project: str | Path, base_url: str) -> dict[s
     home = Path(home)
     # a fresh model-price cache: otherwise Aider fetches it from GitHub at start and prints
     # the failure (no network) above its first prompt
-    caches = home / ".aider" / "caches"
-    caches.mkdir(parents=True, exist_ok=True)
     info = {
         "max_input_tokens": 128000,
         "max_tokens": 8192,
@@ -32,25 +31,22 @@ def prepare_home(home: str | Path, project: str | Path, base_url: str) -> dict[s
         "litellm_provider": "openai",
         "mode": "chat",
     }
-    (caches / "model_prices_and_context_window.json").write_text(
-        json.dumps({"mock-coder": info, "openai/mock-coder": info})
+    write_file(
+        home / ".aider" / "caches" / "model_prices_and_context_window.json",
+        json.dumps({"mock-coder": info, "openai/mock-coder": info}),
     )
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL") and v}
-    env.update(
+    return agent_env(
+        home,
         {
-            "HOME": str(home),
-            "TERM": "xterm-256color",
-            "COLORTERM": "truecolor",
             "OPENAI_API_KEY": API_KEY,
             "OPENAI_API_BASE": f"{base_url}/v1",
             "AIDER_CHECK_UPDATE": "false",
             "AIDER_ANALYTICS": "false",
             # litellm fetches a model price list from GitHub at start unless told not to
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        }
+        },
+        tmpdir=False,
     )
-    env.setdefault("LANG", "C.UTF-8")
-    return env
 
 
 def aider_argv(binary: str, project: Path) -> list[str]:

@@ -708,6 +708,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="throughput: least time per engine and stream",
     )
     p.add_argument(
+        "--captures-kb",
+        type=int,
+        default=0,
+        dest="captures_kb",
+        help="throughput: feed only the first KB of the real captures (default 0: all of them)",
+    )
+    p.add_argument(
         "--captures",
         type=Path,
         nargs="+",
@@ -764,6 +771,7 @@ def apply_quick(opts: argparse.Namespace) -> None:
     opts.sizes, opts.window, opts.warmup = [min(min(opts.sizes), 3)], min(opts.window, 2.0), min(opts.warmup, 1.0)
     opts.flood_agents, opts.flood_seconds = min(opts.flood_agents, 3), min(opts.flood_seconds, 3.0)
     opts.feed_kb, opts.min_seconds = min(opts.feed_kb, 40), min(opts.min_seconds, 0.05)
+    opts.captures_kb = min(opts.captures_kb or 1000, 1000)
     opts.replay_sizes = [min(min(opts.replay_sizes), 4)]
     opts.replay_seconds, opts.replay_warmup = min(opts.replay_seconds, 3.0), min(opts.replay_warmup, 1.0)
     opts.dash_panes, opts.dashboards, opts.dash_watch = min(opts.dash_panes, 4), min(opts.dashboards, 2), 2
@@ -793,7 +801,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
             out["flood"] = [await scenario_flood(opts, tmp, b) for b in scale_backends]
             print_flood(out["flood"], opts)
     if "throughput" in opts.only:
-        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures)
+        rows = run_throughput(opts.feed_kb * 1000, opts.min_seconds, opts.captures, opts.captures_kb * 1000)
         out["throughput"] = [r.__dict__ for r in rows]
         print_throughput(rows, opts)
     if "replay" in opts.only:

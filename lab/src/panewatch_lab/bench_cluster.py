@@ -120,6 +120,38 @@ async def latency(opts: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _info(sid: str, name: str, state: str, rule: str) -> dict[str, Any]:
+    """A session's info as a node publishes it (the fields every ``SessionInfo`` has)."""
+    return {
+        "id": sid,
+        "kind": "terminal",
+        "name": name,
+        "agent": None,
+        "launched_agent": None,
+        "command": ["bench"],
+        "cwd": "/",
+        "state": state,
+        "source": "screen",
+        "rule": rule,
+        "why": "bench",
+        "since": time.time(),
+        "pid": None,
+        "host": "pty",
+        "ref": None,
+        "foreground": None,
+        "foreground_pid": None,
+        "exit_code": None,
+        "error": None,
+        "rows": 24,
+        "cols": 80,
+        "title": "",
+        "created": time.time(),
+        "bytes_read": 0,
+        "transcript": None,
+        "request": None,
+    }
+
+
 async def _publisher(url: str, name: str, sessions: int, rate: float, stop: asyncio.Event) -> float:
     """A peer that speaks the protocol: heartbeats and ``sessions`` changing state ``rate`` times/s."""
     from panewatch.cluster.link import LinkOptions, NodeLink
@@ -134,33 +166,11 @@ async def _publisher(url: str, name: str, sessions: int, rate: float, stop: asyn
     started = time.monotonic()
     try:
         for i in range(sessions):
-            link.publish(
-                f"{name}-{i:04x}",
-                {
-                    "id": f"{name}-{i:04x}",
-                    "name": f"agent {i}",
-                    "state": "working",
-                    "source": "screen",
-                    "rule": "spinner",
-                    "why": "bench",
-                    "since": time.time(),
-                },
-            )
+            link.publish(f"{name}-{i:04x}", _info(f"{name}-{i:04x}", f"agent {i}", "working", "spinner"))
         while not stop.is_set():
             await asyncio.sleep(1 / rate)
             i = random.randrange(sessions)
-            link.publish(
-                f"{name}-{i:04x}",
-                {
-                    "id": f"{name}-{i:04x}",
-                    "name": f"agent {i}",
-                    "state": random.choice(states),
-                    "source": "screen",
-                    "rule": "bench",
-                    "why": "bench",
-                    "since": time.time(),
-                },
-            )
+            link.publish(f"{name}-{i:04x}", _info(f"{name}-{i:04x}", f"agent {i}", random.choice(states), "bench"))
             changes += 1
     finally:
         await link.stop()

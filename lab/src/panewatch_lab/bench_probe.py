@@ -22,7 +22,9 @@ import uvicorn
 from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.engine import Engine
-from panewatch.events import Event, Output
+from panewatch.engine.events import Event, Output
+from panewatch.identity import state_dir
+from panewatch.wiring import build_engine
 
 LAG_PERIOD_S = 0.010
 
@@ -56,37 +58,37 @@ class Probe:
         engine.subscribe(on_event)
 
 
-def build_app(settings: Settings, probe: Probe) -> Any:
-    app = create_app(settings)
-    engine: Engine = app.state.engine
+def build_app(settings: Settings, probe: Probe) -> tuple[Any, Engine]:
+    engine = build_engine(settings, private=state_dir(settings))  # as create_app builds it
+    app = create_app(settings, engine=engine)
 
     @app.get("/bench/probe", include_in_schema=False)
     async def read_probe(reset: bool = False) -> dict[str, Any]:
-        stats = engine.stats()
-        since_reset = stats["sweeps"] - probe.sweeps_at_reset
-        sweep_seconds = stats["sweep_seconds"][-since_reset:] if since_reset > 0 else []
+        stats = await engine.stats()
+        since_reset = stats.sweeps - probe.sweeps_at_reset
+        sweep_seconds = stats.sweep_seconds[-since_reset:] if since_reset > 0 else []
         out = {
-            "sweeps": stats["sweeps"],
+            "sweeps": stats.sweeps,
             "sweep_seconds": sweep_seconds,
             "lags": list(probe.lags),
-            "emulated_bytes": stats["bytes_emulated"],
-            "classifications": stats["classifications"],
-            "sessions": stats["sessions"],
-            "max_pending": max(probe.max_pending, stats["backlog"]),
-            "bytes_read": stats["bytes_read_by_session"],
+            "emulated_bytes": stats.bytes_emulated,
+            "classifications": stats.classifications,
+            "sessions": stats.sessions,
+            "max_pending": max(probe.max_pending, stats.backlog),
+            "bytes_read": stats.bytes_read_by_session,
         }
         if reset:
-            probe.sweeps_at_reset = stats["sweeps"]
+            probe.sweeps_at_reset = stats.sweeps
             probe.lags.clear()
             probe.max_pending = 0
         return out
 
-    return app
+    return app, engine
 
 
 async def run(settings: Settings) -> None:
     probe = Probe()
-    app = build_app(settings, probe)
+    app, engine = build_app(settings, probe)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -97,7 +99,7 @@ async def run(settings: Settings) -> None:
         access_log=False,
     )
     server = uvicorn.Server(config)
-    probe.watch_backlog(app.state.engine)
+    probe.watch_backlog(engine)
     lag_task = asyncio.ensure_future(probe.sample_lag())
     try:
         await server.serve()

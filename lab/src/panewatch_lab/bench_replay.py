@@ -43,12 +43,12 @@ from typing import Any
 
 from panewatch.api import create_app
 from panewatch.config import Settings
-from panewatch.engine import Engine
-from panewatch.events import Event, StateChanged
+from panewatch.engine import Actor, ActorKind, Engine, ScreenFrame, SessionSpec
+from panewatch.engine.events import Event, StateChanged
 from panewatch.fixtures import find_folders, load_folder
-from panewatch.hosts.memory import MemoryHost
-from panewatch.session import SessionSpec
-from panewatch.wiring import build_engine
+from panewatch.hosts.memory import MemoryHandle, MemoryHost
+from panewatch.procinfo import Program
+from panewatch.wiring import build_store, options_of
 
 from .loopback import free_port
 
@@ -58,6 +58,21 @@ SYNC = b"\x1b[?2026h"
 #: Where a repaint starts when the CLI does not mark frames (cursor up or home).
 REPAINT = re.compile(rb"\x1b\[\d*A|\x1b\[H|\x1b\[1;1H")
 RESET = b"\x1bc"
+BENCH = Actor(kind=ActorKind.policy, id="bench-replay", name="the replay benchmark")
+#: The foreground process group each agent's captures run under (memory panes have no /proc):
+#: a replayed pane's capture changes agent (Codex after Claude), and its manifest follows the
+#: foreground program, as in a real terminal where one agent is started after another.
+AGENT_PGIDS: dict[str, int] = {}
+PROGRAMS: dict[int, Program] = {}
+
+
+def agent_pgid(agent: str) -> int:
+    """The made-up foreground group of ``agent``'s captures (one per agent, made on first use:
+    every agent with captures, not a list that a new agent's captures would fall out of)."""
+    if agent not in AGENT_PGIDS:
+        pgid = AGENT_PGIDS[agent] = 90_001 + len(AGENT_PGIDS)
+        PROGRAMS[pgid] = Program(pgid, agent, agent)
+    return AGENT_PGIDS[agent]
 
 
 @dataclass(frozen=True)
@@ -117,7 +132,7 @@ class Player:
     dwell_until: float = 0.0
     spin: list[bytes] = field(default_factory=list)
     sent: int = 0
-    pane: Any = None  # the engine's Pane (None with --driver-only)
+    replayed: bool = False  # a pane of the engine (False with --driver-only)
     total: int = 0  # bytes emitted so far
     marks: deque[tuple[int, float]] | None = None  # (total after an emit, when): dashboards only
 
@@ -144,10 +159,8 @@ class Replay:
             p.sent += 1
             self._emit(p, data, now)
             return now + self.frame_s
-        if p.frame == 0 and p.pane is not None:
-            # a real pane's agent does not change; a replayed pane's capture does (Codex after
-            # Claude): its manifest follows, as the foreground program would make it
-            p.pane.agent = cap.agent
+        if p.frame == 0 and p.replayed:
+            p.handle.fg_pgid = agent_pgid(cap.agent)  # the capture's agent holds the terminal now
         data = cap.frames[p.frame]
         self._emit(p, data, now)
         p.frame += 1
@@ -194,6 +207,37 @@ class NullHandle:
         pass
 
 
+class Stamped(ScreenFrame):
+    """A frame with ``bench_t``: when the newest output it shows arrived (None: none newer)."""
+
+    bench_t: float | None
+
+
+class StampedEngine(Engine):
+    """The engine whose screen frames say how old the output they show is (``Dashboards``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.players: dict[str, Player] = {}  # the watched panes' players (``Dashboards`` sets them)
+
+    async def screens(self, sid: str, *, interval: float = 0.1, styles: bool = False) -> AsyncIterator[ScreenFrame]:
+        frames = await super().screens(sid, interval=interval, styles=styles)
+        player = self.players.get(sid)
+        if player is None:
+            return frames
+
+        async def stamped() -> AsyncIterator[ScreenFrame]:
+            shown = self.fed(sid)
+            async for frame in frames:
+                fed, marks = self.fed(sid), player.marks or ()
+                newest = next(((end, t) for end, t in reversed(marks) if end <= fed), None)
+                at = newest[1] if newest is not None and newest[0] > shown else None
+                shown = fed
+                yield Stamped(**frame.__dict__, bench_t=at)
+
+        return stamped()
+
+
 class Dashboards:
     """``--dashboards``: the service's HTTP app on loopback in this process (same engine), and
     WebSocket clients watching its screens in a process of their own (``bench_dashboards``).
@@ -203,37 +247,21 @@ class Dashboards:
     the socket's queue all add to it. (Not the oldest output since the last frame: output that
     changes nothing visible makes no frame, and would be counted until the next one.)"""
 
-    def __init__(self, engine: Engine, settings: Settings, players: dict[str, Player]) -> None:
+    def __init__(self, engine: StampedEngine, settings: Settings, players: dict[str, Player]) -> None:
         import uvicorn
 
         self.engine, self.players = engine, players
         for p in players.values():
             p.marks = deque(maxlen=512)
+        engine.players = players
         self.port = free_port()
         app = create_app(settings, engine=engine)
-        self._screens = engine.screens
-        engine.screens = self._stamped  # type: ignore[method-assign]
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", access_log=False
         )
         self.server = uvicorn.Server(config)
         self.task: asyncio.Future[None] | None = None
         self.client: asyncio.subprocess.Process | None = None
-
-    def _stamped(self, sid: str, **kw: Any) -> AsyncIterator[dict[str, Any]]:
-        frames, player = self._screens(sid, **kw), self.players[sid]
-        pane = self.engine.panes.sessions[sid].pane
-
-        async def stamped() -> AsyncIterator[dict[str, Any]]:
-            shown = pane.bytes_fed
-            async for frame in frames:
-                fed, marks = pane.bytes_fed, player.marks or ()
-                newest = next(((end, t) for end, t in reversed(marks) if end <= fed), None)
-                frame["bench_t"] = newest[1] if newest is not None and newest[0] > shown else None
-                shown = fed
-                yield frame
-
-        return stamped()
 
     async def start(self, token: str, dashboards: int, watch: int, until: float) -> None:
         self.task = asyncio.ensure_future(self.server.serve())
@@ -301,8 +329,8 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     sids: list[str] = []
     if not a.driver_only:
         host = MemoryHost()
-        engine = build_engine(settings, host=host)
-        engine.programs = lambda pid: None  # memory panes' pids are not processes of this machine
+        # memory panes' pids are not processes of this machine: the agents' own groups are
+        engine = StampedEngine(build_store(settings), host=host, options=options_of(settings), programs=PROGRAMS.get)
         await engine.start()
     rss0 = rss_bytes()  # the engine without panes: what each pane adds is measured
     if engine is None or host is None:
@@ -310,14 +338,15 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     else:
         handles = []
         for _ in range(a.panes):
-            info = engine.create(SessionSpec(agent=None, command=["agent"], rows=a.rows, cols=a.cols))
-            sids.append(info["id"])
-            handles.append(host.handles[info["id"]])
+            spec = SessionSpec(agent=None, command=["agent"], rows=a.rows, cols=a.cols)
+            info = await engine.create(spec, actor=BENCH)
+            sids.append(info.id)
+            handles.append(host.handles[info.id])
     players = []
     for h in handles:
         order = captures[:]
         rng.shuffle(order)
-        players.append(Player(h, order, random.Random(rng.random())))
+        players.append(Player(h, order, random.Random(rng.random()), replayed=isinstance(h, MemoryHandle)))
     replay = Replay(players, a.frame_s)
     # the truth is per capture; the manifest is picked by the capture's agent
     index = {sid: i for i, sid in enumerate(sids)}
@@ -329,8 +358,6 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
 
     if engine is not None:
         engine.subscribe(on_event)
-        for sid, p in zip(sids, players, strict=True):
-            p.pane = engine.panes.sessions[sid].pane
     stop = asyncio.Event()
     offsets = [rng.uniform(0, a.warmup) for _ in range(a.panes)]
     dash = None
@@ -352,16 +379,18 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     lags.clear()
     bytes0, t0, c0, w0 = replay.bytes, time.monotonic(), time.process_time(), time.perf_counter()
     q0 = runq_wait_s()
-    stats0 = engine.stats() if engine else {}
+    stats0 = (await engine.stats()).classifications if engine else 0
     await asyncio.sleep(a.seconds)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     waited = runq_wait_s() - q0
     t1 = time.monotonic()
-    stats1 = engine.stats() if engine else {}
+    stats1 = (await engine.stats()).classifications if engine else 0
     rss = rss_bytes()
     frames = await dash.result(t0, t1) if dash is not None else {}
     stop.set()
-    await asyncio.gather(driver, lagger, return_exceptions=True)
+    for failed in await asyncio.gather(driver, lagger, return_exceptions=True):
+        if isinstance(failed, BaseException):  # a dead driver measures an idle engine: say so
+            raise RuntimeError("the replay driver failed") from failed
     delays, missed, changes = _delays(replay.truth, events, t0, t1)
     if engine is not None:
         await engine.stop()
@@ -383,7 +412,7 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
         "missed": missed,
         "lag_p99": pct(lags, 99),
         "lag_max": max(lags) if lags else float("nan"),
-        "classifications_per_s": (stats1.get("classifications", 0) - stats0.get("classifications", 0)) / wall,
+        "classifications_per_s": (stats1 - stats0) / wall,
         "captures": len(captures),
         "agents": sorted({c.agent for c in captures}),
         "dashboards": a.dashboards if dash is not None else 0,

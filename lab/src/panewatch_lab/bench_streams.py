@@ -215,9 +215,15 @@ def measure(feed_factory: Callable[[], Callable[[bytes], None]], data: bytes, mi
             return fed / elapsed / 1e6, fed
 
 
-def run_throughput(size: int, min_seconds: float, capture_roots: Iterable[Path]) -> list[Throughput]:
+def run_throughput(
+    size: int, min_seconds: float, capture_roots: Iterable[Path], captures_limit: int = 0
+) -> list[Throughput]:
+    """Every engine on every synthetic stream and on the real captures (their first
+    ``captures_limit`` bytes when set: a smoke run need not feed all 27 MB of them per engine)."""
     streams = {name: gen(size) for name, gen in GENERATORS.items()}
     real = captures(capture_roots)
+    if captures_limit:
+        real = real[:captures_limit]
     if real:
         streams["real captures"] = real
     out = []

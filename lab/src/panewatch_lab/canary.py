@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch_lab.agent_labs import LABS
 from panewatch_lab.capture import replay
 from panewatch_lab.capture_plan import load_plan
 from panewatch_lab.cli import DEFAULT_SIZES, parse_sizes
@@ -117,7 +118,7 @@ def table(rows: Sequence[Row], sizes: Sequence[tuple[int, int]]) -> str:
 
 def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab canary") -> int:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    p.add_argument("--agent", required=True, choices=["claude", "codex", "gemini", "aider"])
+    p.add_argument("--agent", required=True, choices=["claude", *sorted(LABS)])
     p.add_argument("--version", default="latest", help="the CLI version to check (default latest)")
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES))
     p.add_argument("--prefix", help="install here instead of a scratch folder (kept)")

@@ -45,7 +45,9 @@ class Witness(Protocol):
 class CaptureRefused(Exception):
     """The screen or the mock's log did not show what the label says: nothing is written."""
 
-    def __init__(self, reason: str, screen: Sequence[str] = ()) -> None:
+    def __init__(self, reason: str, screen: Sequence[str] = (), exit_status: int | None = None) -> None:
+        if exit_status is not None:
+            reason += f" (the CLI exited with {exit_status})"
         super().__init__(reason)
         self.reason, self.screen = reason, list(screen)
 
@@ -148,7 +150,9 @@ def run_step(
         (send or session.send)(step.send)
     elif step.wait is not None:
         if not session.wait_for(shows(step.wait), step.timeout):
-            raise CaptureRefused(f"never showed {step.wait!r} within {step.timeout}s", session.screen.lines())
+            raise CaptureRefused(
+                f"never showed {step.wait!r} within {step.timeout}s", session.screen.lines(), session.exit_status
+            )
     elif step.pause is not None:
         time.sleep(step.pause)
     elif step.wait_mock is not None:
@@ -158,7 +162,7 @@ def run_step(
         assert step.gone is not None
         shown = shows(step.gone)
         if not session.wait_for(shown, step.timeout):
-            raise CaptureRefused(f"never showed {step.gone!r} to answer", session.screen.lines())
+            raise CaptureRefused(f"never showed {step.gone!r} to answer", session.screen.lines(), session.exit_status)
         for _ in range(3):
             time.sleep(step.settle)  # keys within ~150 ms of a dialog's first bytes are dropped
             session.send(step.key)

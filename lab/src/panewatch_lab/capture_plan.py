@@ -27,7 +27,7 @@ PLAN_DIR = Path(__file__).with_name("captures")
 #: ``cancelled``: the CLI hung up mid-reply (Esc).
 Turn = Literal["none", "waiting", "streaming", "tool", "done", "cancelled"]
 #: Start-up conditions a capture can ask for (see ``CaptureSpec.start``).
-StartUp = Literal["git-repo", "untrusted", "no-auth", "git"]
+StartUp = Literal["git-repo", "untrusted", "no-auth", "git", "promo", "picker"]
 
 
 def _check_regexes(patterns: list[str]) -> list[str]:
@@ -57,7 +57,8 @@ class Step(BaseModel):
     wait_mock: Turn | None = None
     #: Let this much time pass (a tool running for a while, a spinner ticking).
     pause: float | None = Field(default=None, gt=0, le=10)
-    timeout: float = Field(default=20.0, gt=0)
+    #: The longest a wait may take (a bound, not a pause: slow starters under load need a minute).
+    timeout: float = Field(default=60.0, gt=0)
     settle: float = Field(default=0.5, ge=0.2)
 
     @field_validator("wait", "gone")
@@ -109,6 +110,11 @@ class CaptureSpec(BaseModel):
     start: list[StartUp] = Field(default_factory=list)
     #: What the screen shows once this launch is ready for the steps (default: the plan's).
     ready: str | None = None
+    #: The kind whose session this capture continues: its steps run right after that
+    #: capture's cut, in the same launch, and its file holds every byte from the CLI's start
+    #: (a slow starter costs one start per chain, not one per screen). Its ``start`` and
+    #: ``ready`` are the chain's first capture's.
+    after: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$")
     #: Files to create in the project folder first (``edit-me.txt`` for the Edit task).
     files: dict[str, str] = Field(default_factory=dict)
     steps: list[Step] = Field(default_factory=list)
@@ -145,7 +151,29 @@ class CapturePlan(BaseModel):
         twice = {n for n in names if names.count(n) > 1}
         if twice:
             raise ValueError(f"captures named twice: {sorted(twice)}")
+        kinds = {c.kind: c for c in self.capture}
+        for c in self.capture:
+            if c.after is not None and c.after not in kinds:
+                raise ValueError(f"{c.name}: after = {c.after!r} is no kind of this plan")
+            if c.after is not None and (c.start or c.ready):
+                raise ValueError(f"{c.name}: a capture that continues another takes that one's start and ready")
+        if len({c.after for c in self.capture if c.after}) != len([c for c in self.capture if c.after]):
+            raise ValueError("two captures continue the same one: a chain has one next capture")
         return self
+
+    def chains(self, specs: list[CaptureSpec] | None = None) -> list[list[CaptureSpec]]:
+        """The captures grouped by launch: each chain starts with a capture that continues none and
+        follows ``after`` links; a chain is kept whole if any of ``specs`` (default all) is in it."""
+        wanted = {s.kind for s in (specs if specs is not None else self.capture)}
+        following = {c.after: c for c in self.capture if c.after}
+        out = []
+        for head in (c for c in self.capture if c.after is None):
+            chain = [head]
+            while chain[-1].kind in following:
+                chain.append(following[chain[-1].kind])
+            if any(c.kind in wanted for c in chain):
+                out.append(chain)
+        return out
 
 
 def load_plan(ref: str | Path | None = None) -> CapturePlan:

@@ -8,8 +8,9 @@ the TUI from starting an app-server daemon that outlives it and breaks the next 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from panewatch_lab._agent_home import agent_env, write_file
 
 PINNED_VERSION = "0.171.0"
 PACKAGE = "@openai/codex"
@@ -20,7 +21,6 @@ MODEL = "gpt-5.5-codex"
 def prepare_home(home: str | Path, project: str | Path, base_url: str) -> dict[str, str]:
     home, project = Path(home), Path(project)
     codex_home = home / ".codex"
-    codex_home.mkdir(parents=True, exist_ok=True)
     config = f'''model = "{MODEL}"
 model_provider = "mock"
 approval_policy = "on-request"
@@ -36,22 +36,8 @@ wire_api = "responses"
 [projects.{json.dumps(str(project.resolve()))}]
 trust_level = "trusted"
 '''
-    (codex_home / "config.toml").write_text(config)
-    tmp = home / "tmp"
-    tmp.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL") and v}
-    env.update(
-        {
-            "HOME": str(home),
-            "CODEX_HOME": str(codex_home),
-            "TMPDIR": str(tmp),
-            "TERM": "xterm-256color",
-            "COLORTERM": "truecolor",
-            "OPENAI_API_KEY": API_KEY,
-        }
-    )
-    env.setdefault("LANG", "C.UTF-8")
-    return env
+    write_file(codex_home / "config.toml", config)
+    return agent_env(home, {"CODEX_HOME": str(codex_home), "OPENAI_API_KEY": API_KEY})
 
 
 def codex_argv(binary: str, project: Path) -> list[str]:

@@ -25,12 +25,17 @@ import websockets
 
 from panewatch.api import create_app
 from panewatch.config import Settings
-from panewatch.engine import Engine
-from panewatch.events import Event, Output, Reported
+from panewatch.engine import Actor, ActorKind, Engine
+from panewatch.engine.events import Event, Output, Reported
+from panewatch.identity import state_dir
+from panewatch.wiring import build_engine
 
 from . import MANIFEST_DIR
 from .eval_log import Recorder
 from .loopback import Loopback
+
+#: Who types when the evaluation bypasses the guarded endpoints.
+EVALUATOR = Actor(kind=ActorKind.policy, id="eval", name="the evaluation's keyboard")
 
 
 class ServiceHarness:
@@ -42,8 +47,8 @@ class ServiceHarness:
         self._loopback = Loopback()
         self.port: int = self._loopback.port
         self.settings = Settings(token=self.token, port=self.port, sweep_ms=sweep_ms, manifests=MANIFEST_DIR)
-        self.app = create_app(self.settings)
-        self.engine: Engine = self.app.state.engine
+        self.engine: Engine = build_engine(self.settings, private=state_dir(self.settings))  # as create_app would
+        self.app = create_app(self.settings, engine=self.engine)
         self._tap = tap
         self.engine.subscribe(self._on_event)
 
@@ -94,7 +99,7 @@ class ServiceHarness:
 
     async def write_direct(self, sid: str, data: bytes) -> None:
         """Bypass the guarded endpoints: type into the pane as a keyboard would."""
-        await asyncio.wrap_future(self.submit(lambda: self.engine.write_keys(sid, data)))
+        await asyncio.wrap_future(self.submit(lambda: self.engine.keys(sid, data, EVALUATOR)))
 
     def close(self) -> None:
         self._loopback.close()

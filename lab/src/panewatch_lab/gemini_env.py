@@ -7,9 +7,10 @@ Measured on 0.61.0 (see notes/agents-lab.md): with these files the CLI draws its
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
+
+from panewatch_lab._agent_home import INHERITED, agent_env, write_json
 
 PINNED_VERSION = "0.61.0"
 PACKAGE = "@google/gemini-cli"
@@ -29,7 +30,6 @@ def prepare_home(
     """Write ``~/.gemini`` and return the CLI's environment."""
     home, project = Path(home), Path(project)
     gem = home / ".gemini"
-    gem.mkdir(parents=True, exist_ok=True)
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
         "general": {
@@ -44,26 +44,18 @@ def prepare_home(
     }
     if allowed:
         settings["tools"] = {"allowed": allowed}
-    (gem / "settings.json").write_text(json.dumps(settings, indent=2))
-    trust = {str(project.resolve()): "TRUST_FOLDER"} if trusted else {}
-    (gem / "trustedFolders.json").write_text(json.dumps(trust, indent=2))
-    tmp = home / "tmp"
-    tmp.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "NODE_OPTIONS") and v}
-    env.update(
+    write_json(gem / "settings.json", settings)
+    write_json(gem / "trustedFolders.json", {str(project.resolve()): "TRUST_FOLDER"} if trusted else {})
+    return agent_env(
+        home,
         {
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "TERM": "xterm-256color",
-            "COLORTERM": "truecolor",
             "GEMINI_API_KEY": API_KEY,
             "GOOGLE_GEMINI_BASE_URL": base_url,
             "NO_BROWSER": "1",
             "GEMINI_CLI_NO_RELAUNCH": "true",
-        }
+        },
+        inherit=(*INHERITED, "NODE_OPTIONS"),
     )
-    env.setdefault("LANG", "C.UTF-8")
-    return env
 
 
 def gemini_argv(binary: str, *extra: str) -> list[str]:
@@ -85,5 +77,5 @@ def start_up(conditions: frozenset[str], home: Path, project: Path, env: dict[st
     if "no-auth" in conditions:
         settings = json.loads((gem / "settings.json").read_text())
         del settings["security"]["auth"]
-        (gem / "settings.json").write_text(json.dumps(settings, indent=2))
+        write_json(gem / "settings.json", settings)
     return argv

@@ -31,6 +31,9 @@ from .loopback import HOST, free_port
 SERVE = ("panewatch", "serve")
 #: How much of a failed server's output its error quotes.
 TAIL_CHARS = 3000
+#: How long a server may take to answer /healthz. Generous on purpose: starting it is mostly
+#: imports (~1.9 s of CPU), and on a 2-core machine at load ~16 those took 21 s of wall time.
+START_TIMEOUT_S = 60.0
 
 
 class ServeError(RuntimeError):
@@ -60,7 +63,8 @@ class ServeProcess:
     appended to (a restart on the same file keeps the earlier run's lines), else an unnamed
     temporary file that lasts until ``stop()``. ``module`` is another entry point that takes the
     same ``--port`` and ``--token`` (the bench's probe server). ``new_session`` puts it in a
-    session of its own, so that a Ctrl-C meant for the caller does not reach it.
+    session of its own, so that a Ctrl-C meant for the caller does not reach it. ``rlimits``
+    (``resource.RLIMIT_*`` → (soft, hard)) are set in the child before it runs, as ``ulimit`` would.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class ServeProcess:
         cwd: Path | None = None,
         module: Sequence[str] = SERVE,
         new_session: bool = False,
+        rlimits: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.token = token
         self.port = port or free_port()
@@ -81,6 +86,7 @@ class ServeProcess:
         self.what = "python -m " + " ".join(module)  # for its errors
         self.env = dict(env) if env is not None else None
         self.log_path, self.cwd, self.new_session = log, cwd, new_session
+        self.rlimits = dict(rlimits or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None  # the unnamed log, open while the server may write it
         self._final = ""  # the unnamed log's text, read when it was closed
@@ -110,20 +116,27 @@ class ServeProcess:
                 cwd=self.cwd,
                 env=self.env,
                 start_new_session=self.new_session,
+                preexec_fn=self._limit if self.rlimits else None,
             )
         finally:
             if out is not self._log:
                 out.close()
         return self.proc
 
-    def start(self, timeout: float = 30.0) -> Self:
+    def _limit(self) -> None:
+        import resource
+
+        for which, pair in self.rlimits.items():
+            resource.setrlimit(which, pair)
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> Self:
         """Spawn it and wait until ``/healthz`` answers 200; one that does not within ``timeout``
         seconds is stopped, and ``ServeError`` says why."""
         self.spawn()
         self.wait_healthy(timeout)
         return self
 
-    def wait_healthy(self, timeout: float = 30.0) -> None:
+    def wait_healthy(self, timeout: float = START_TIMEOUT_S) -> None:
         """Poll ``/healthz`` (no token needed) until it answers 200; see ``start``."""
         import httpx  # here: `panewatch --help` imports the bench, and stays quick
 
