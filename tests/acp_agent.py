@@ -1,7 +1,8 @@
 """A tiny scripted ACP agent on stdio, for the client's fault-injection tests.
 
 The prompt's first word picks what the turn does (``hello``, ``perm``, ``slow``, ``nooptions``,
-``malformed``, ``unknown``, ``read <path>``, ``write <path>``, ``badstop``, ``withdraw``,
+``malformed``, ``unknown``, ``read <path>``, ``readmany <n> <path>...``, ``write <path>``,
+``badstop``, ``withdraw``,
 ``crash``, ``plan``, ``flood``); flags change the agent as a whole (``--silent-init`` never
 answers ``initialize``, ``--stdout-logs`` logs to stdout, ``--protocol N`` answers with
 another protocol version, ``--ignore-cancel`` never ends a cancelled turn).
@@ -166,6 +167,20 @@ async def run_turn(text: str, turn: Turn) -> str:
     if word == "read":
         a = await ask("fs/read_text_file", {"sessionId": SESSION, "path": rest})
         say(json.dumps(a.get("result") or a.get("error")))
+        return "end_turn"
+    if word == "readmany":  # n reads in flight at once over the paths; says what came back
+        count, *paths = rest.split()
+        answers = await asyncio.gather(
+            *(
+                ask("fs/read_text_file", {"sessionId": SESSION, "path": paths[i % len(paths)]})
+                for i in range(int(count))
+            )
+        )
+        texts = [a["result"]["content"] for a in answers if "result" in a]
+        codes = sorted({a["error"]["code"] for a in answers if "error" in a})
+        longest = max((len(t) for t in texts), default=0)
+        summary = {"ok": len(texts), "outside": sum("OUTSIDE" in t for t in texts), "codes": codes, "longest": longest}
+        say(json.dumps(summary))
         return "end_turn"
     if word == "write":
         path, _, content = rest.partition(" ")

@@ -7,6 +7,7 @@ fixtures from it (a module defines its own ``server``).
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,11 +35,11 @@ def playwright_or_skip(timeout_ms: int = 10_000) -> ModuleType:
 
 
 @contextmanager
-def dashboard_server(name: str, log_dir: Path) -> Iterator[Server]:
-    """``panewatch serve`` for a module's browser tests, with a token of its own (``name-…``);
-    closed for good (its tmux server too) on the way out."""
-    srv = Server(f"{name}-{secrets.token_urlsafe(12)}", log_dir=log_dir)
-    srv.start()
+def dashboard_server(name: str, log_dir: Path, extra: list[str] | None = None) -> Iterator[Server]:
+    """``panewatch serve`` for a module's browser tests, with a token of its own (``name-…``) and
+    ``extra`` flags; closed for good (its tmux server too) on the way out."""
+    srv = Server(f"{name}-{secrets.token_urlsafe(12)}", log_dir=log_dir, extra=extra)
+    srv.start(timeout=60.0)  # (a wait for /healthz, not a sleep: start-up takes 20 s on a loaded machine)
     try:
         yield srv
     finally:
@@ -69,13 +70,18 @@ window.Notification = RecordingNotification;
 """
 
 
-def open_dashboard(browser: Any, server: Server, *, network_down: bool = False, **context_options: Any):
+def open_dashboard(
+    browser: Any, server: Server, *, network_down: bool = False, layout: str | None = None, **context_options: Any
+):
     """A new browser context on ``server``'s dashboard, logged in and live: (context, page, the
-    list its console errors go to)."""
+    list its console errors go to). ``layout``: "cards" for the cards layout (the page opens on
+    the attention queue), remembered by the page as a user's choice is."""
     from playwright.sync_api import expect
 
     context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, **context_options})
     context.add_init_script(NOTIFICATION_STUB)
+    if layout is not None:
+        context.add_init_script(f"localStorage.setItem('panewatch.layout', {json.dumps(layout)});")
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

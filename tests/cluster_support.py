@@ -89,7 +89,7 @@ class Node:
         self.serve = ServeProcess(TOKEN, extra, port=self.port, env=env)
         self.serve.spawn()
         if wait:
-            self.serve.wait_healthy(timeout=20)
+            self.serve.wait_healthy()
 
     def run_to_exit(self, timeout: float = 30.0) -> tuple[int, str]:
         """Start and wait for the process to end (a node that must refuse to join)."""

@@ -4,11 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.engine import Engine
+from panewatch.engine import Engine, EngineOptions
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 
 # test helpers (scripted agents, servers) live next to the tests
 sys.path.insert(0, str(Path(__file__).parent))
+
+# every test has one layer (unit, integration, browser, live, bench); unit tests are held to theirs
+pytest_plugins = ["layers"]
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +29,7 @@ def private_state_dir(tmp_path_factory, monkeypatch):
 @pytest.fixture
 async def engine():
     """A started engine on the pty host, with the bundled manifests and a fast sweep."""
-    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), sweep_ms=50)
+    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), options=EngineOptions(sweep_ms=50))
     await eng.start()
     yield eng
     await eng.stop()
@@ -46,12 +49,13 @@ def browser():
 
 
 @pytest.fixture
-def page(browser, server):
-    """The dashboard of the module's ``server`` in a fresh context; afterwards its sessions are
-    deleted and the page must have logged no error."""
+def page(request, browser, server):
+    """The dashboard of the module's ``server`` in a fresh context (in the layout the module's
+    ``DASHBOARD_LAYOUT`` names, if any); afterwards its sessions are deleted and the page must
+    have logged no error."""
     from browser_support import open_dashboard
 
-    context, page, errors = open_dashboard(browser, server)
+    context, page, errors = open_dashboard(browser, server, layout=getattr(request.module, "DASHBOARD_LAYOUT", None))
     yield page
     context.close()
     server.delete_all()

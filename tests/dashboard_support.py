@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 
 from panewatch_lab.loopback import free_port
-from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
+from panewatch_lab.serve_proc import START_TIMEOUT_S, ServeProcess, env_without_panewatch
 
 REPO = Path(__file__).resolve().parent.parent
 #: The lab's manifests (its ``fake`` agent), when the lab is installed: not bundled with the runtime.
@@ -48,9 +49,15 @@ class Server:
     """``panewatch serve`` in a subprocess, on a fixed port so that it can be restarted there."""
 
     def __init__(
-        self, token: str, port: int | None = None, log_dir: Path | None = None, manifests: Path | None = None
+        self,
+        token: str,
+        port: int | None = None,
+        log_dir: Path | None = None,
+        manifests: Path | None = None,
+        extra: list[str] | None = None,
     ) -> None:
         self.token = token
+        self.extra = list(extra or [])  # more `serve` flags (--push-allow-loopback...)
         self.manifests = manifests or LAB_MANIFESTS  # one extra manifest folder (--manifests)
         self.port = port or free_port()
         self.serve: ServeProcess | None = None
@@ -66,7 +73,7 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, token: str | None = None, timeout: float = 20.0) -> Server:
+    def start(self, token: str | None = None, timeout: float = START_TIMEOUT_S) -> Server:
         if token is not None:
             self.token = token
         env = env_without_panewatch(keep={"PANEWATCH_STATE_DIR"})
@@ -75,6 +82,7 @@ class Server:
         log = self.log_dir / f"server-{self.port}-{self.starts}.log" if self.log_dir is not None else None
         extra = ["--state-dir", str(self.state_dir), "--sweep-ms", "100"]
         extra += ["--manifests", str(self.manifests)] if self.manifests else []
+        extra += self.extra
         self.serve = ServeProcess(self.token, extra, port=self.port, env=env, log=log, cwd=REPO).start(timeout)
         return self
 
@@ -307,12 +315,20 @@ _NETWORK_NOISE = (
 )
 
 
+_GONE = "Failed to load resource: the server responded with a status of 404"
+_SESSION_READ = re.compile(r"/api/sessions/[^/]+(?:/screen|/changes)?$")
+
+
 def console_errors(errors: list[str], *, network_down: bool = False):
     """A ``page.on("console", …)`` handler that records the page's console errors."""
     noise = _EXPECTED_NOISE + (_NETWORK_NOISE if network_down else ())
 
     def on_console(msg: Any) -> None:
-        if msg.type == "error" and not msg.text.startswith(noise):
-            errors.append(msg.text)
+        if msg.type != "error" or msg.text.startswith(noise):
+            return
+        # a session deleted while the page read it (its record, its screen): the page drops it
+        if msg.text.startswith(_GONE) and _SESSION_READ.search((msg.location or {}).get("url", "")):
+            return
+        errors.append(msg.text)
 
     return on_console

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from panewatch.proctree import live as alive
+from panewatch.sandbox import agent_in_sandbox
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 
@@ -34,7 +35,9 @@ class ServerProcess:
         args = ["--state-dir", str(state_dir), "--sweep-ms", "100", "--pane-host", pane_host, *(extra or [])]
         if token_file is not None:
             args += ["--token-file", str(token_file)]
-        self.serve = ServeProcess(token, args, env={**env_without_panewatch(), **(env or {})}).start(timeout=30)
+        self.serve = ServeProcess(token, args, env={**env_without_panewatch(), **(env or {})}).start(
+            timeout=90
+        )  # a loaded 2-core machine starts Python slowly
         self.proc, self.pid, self.port, self.url = self.serve.proc, self.serve.pid, self.serve.port, self.serve.url
         if token_file is not None:
             self.token = token_file.read_text().strip()
@@ -119,3 +122,28 @@ sleep 1004 & echo $! >> "$out"
 echo ready
 sleep 1000
 """
+
+
+def host_pids(pids: list[int], root: int) -> list[int]:
+    """``pids`` as this machine numbers them. A pane in a sandbox (``panewatch.sandbox``) has a PID
+    namespace of its own, so what its processes say of themselves (``$$``, ``$!``) is their pid
+    there: each is found here by that number among the processes of the sandbox's namespace."""
+    agent = agent_in_sandbox(root)
+    if agent is None:
+        return pids  # not in a sandbox: the same numbers
+    namespace = os.readlink(f"/proc/{agent}/ns/pid")
+    found: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{name}/ns/pid") != namespace:
+                continue
+            status = Path(f"/proc/{name}/status").read_text()
+        except OSError:
+            continue
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        found[int(nspid[-1])] = int(name)
+    missing = [p for p in pids if p not in found]
+    assert not missing, f"no process of the sandbox is numbered {missing} in it"
+    return [found[p] for p in pids]

@@ -8,7 +8,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from live import live_server, next_event
+from panewatch.engine import HostKind
+
+pytestmark = pytest.mark.integration
 
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
@@ -139,7 +144,8 @@ async def test_bad_requests_are_4xx_with_a_reason(tmp_path: Path) -> None:
 
 async def test_an_agent_that_never_initializes_exits_with_the_reason(tmp_path: Path) -> None:
     async with live_server() as live:
-        live.engine.hosts["acp"].timeouts = type(live.engine.hosts["acp"].timeouts)(initialize=0.5)
+        acp = live.engine.hosts.by_kind[HostKind.acp]
+        acp.timeouts = type(acp.timeouts)(initialize=0.5)
         info = await live.create(kind="acp", command=[sys.executable, AGENT, "--silent-init"], cwd=str(tmp_path))
         assert info["state"] == "working"
         info = await live.wait_state(info["id"], "exited")

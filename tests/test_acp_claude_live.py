@@ -22,7 +22,7 @@ from test_acp_client import Recorder
 
 ADAPTER = find_adapter()
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.live,
     pytest.mark.skipif(
         ADAPTER is None,
         reason=f"the ACP adapter is not installed (npm install --prefix "

@@ -12,6 +12,8 @@ import pytest
 
 from panewatch.acp import AcpClient, Busy, Gone, NotOffered, Timeouts, Withdrawn
 
+pytestmark = pytest.mark.integration
+
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
 
@@ -24,7 +26,7 @@ class Recorder:
         self.exit: tuple[int | None, str] | None = None
         self.moved = asyncio.Event()
 
-    def on_state(self, state: str, why: str) -> None:
+    def on_state(self, state: str, why: str, event: str) -> None:
         self.states.append((state, why))
         self.moved.set()
 

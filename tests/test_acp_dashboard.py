@@ -18,6 +18,10 @@ from panewatch_lab.acp_claude import PACKAGE, PINNED_VERSION, adapter_env, find_
 
 expect = playwright_or_skip().expect
 
+#: These tests are the cards layout's (a card and a terminal per session), the page's second view;
+#: the attention queue, its first, is tests/test_dashboard_queue.py's.
+DASHBOARD_LAYOUT = "cards"
+
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
 
@@ -33,6 +37,7 @@ def send(server: Server, sid: str, text: str) -> None:
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.browser
 def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
     sid = server.create([sys.executable, AGENT], name="acp-scripted", agent=None, kind="acp", cwd=str(tmp_path))["id"]
     card = card_of(page, sid)
@@ -92,6 +97,7 @@ def test_the_permission_is_answered_from_a_button(page, server: Server, tmp_path
     page.screenshot(path=str(ARTIFACTS / "dashboard-acp-conversation.png"), full_page=True)
 
 
+@pytest.mark.browser
 def test_cancel_turn_from_the_card(page, server: Server, tmp_path: Path) -> None:
     sid = server.create([sys.executable, AGENT], name="acp-slow", agent=None, kind="acp", cwd=str(tmp_path))["id"]
     card = card_of(page, sid)
@@ -105,7 +111,7 @@ def test_cancel_turn_from_the_card(page, server: Server, tmp_path: Path) -> None
     expect(card.locator(".acp-cancel")).to_be_hidden()
 
 
-@pytest.mark.slow
+@pytest.mark.live
 def test_claude_over_acp_answered_from_a_button(page, server: Server, tmp_path: Path) -> None:
     """The same, with the real Claude ACP adapter on the lab's mock API."""
     adapter = find_adapter()

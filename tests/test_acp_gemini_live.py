@@ -18,7 +18,7 @@ agent_labs = pytest.importorskip("panewatch_lab.agent_labs", reason="the lab's G
 LAB = agent_labs.get_lab("gemini")
 GEMINI = LAB.find()
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.live,
     pytest.mark.skipif(
         GEMINI is None, reason=f"Gemini CLI is not installed (npm install --prefix .lab-npm {LAB.package}@{LAB.pinned})"
     ),

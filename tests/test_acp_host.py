@@ -1,5 +1,6 @@
-"""The ACP host through the pane-host seam: exact states to ``on_status``, the conversation
-drawn as text to ``on_output``, keystrokes refused, exit with code and reason."""
+"""The ACP host through the pane-host seam: exact states to ``on_status`` with the message that
+decided each, conversation changes to ``on_change`` (never bytes: it has no terminal), keystrokes
+refused, exit with code and reason."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import signal
 import sys
 from pathlib import Path
 
-import pyte
 import pytest
 
 from panewatch.hosts.acp import AcpHandle, AcpHost
 from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
+from panewatch.states import State
+
+pytestmark = pytest.mark.integration
 
 AGENT = str(Path(__file__).with_name("acp_agent.py"))
 
@@ -20,20 +23,24 @@ AGENT = str(Path(__file__).with_name("acp_agent.py"))
 class Sink:
     def __init__(self) -> None:
         self.statuses: list[tuple[str, str]] = []
+        self.events: list[str] = []
         self.exits: list[tuple[int | None, str]] = []
-        self.screen = pyte.Screen(80, 12)
-        self.stream = pyte.ByteStream(self.screen)
+        self.changes = 0
         self.moved = asyncio.Event()
 
     def on_output(self, data: bytes) -> None:
-        self.stream.feed(data)
+        raise AssertionError("an ACP agent has no terminal: no bytes to show")
+
+    def on_change(self) -> None:
+        self.changes += 1
 
     def on_exit(self, code: int | None, reason: str) -> None:
         self.exits.append((code, reason))
         self.moved.set()
 
-    def on_status(self, state: str, detail: str) -> None:
-        self.statuses.append((state, detail))
+    def on_status(self, state: State, why: str, event: str) -> None:
+        self.statuses.append((state, why))
+        self.events.append(event)
         self.moved.set()
 
     async def until(self, state: str, timeout: float = 10) -> str:
@@ -48,9 +55,6 @@ class Sink:
 
         return await asyncio.wait_for(wait(), timeout)
 
-    def text(self) -> str:
-        return "\n".join(line.rstrip() for line in self.screen.display)
-
 
 def spec(tmp_path: Path, *argv: str) -> LaunchSpec:
     return LaunchSpec("s1", (sys.executable, AGENT, *argv), str(tmp_path), {"PATH": "/usr/bin:/bin"}, 12, 80)
@@ -59,7 +63,7 @@ def spec(tmp_path: Path, *argv: str) -> LaunchSpec:
 async def idle_agent(host: AcpHost, tmp_path: Path) -> tuple[AcpHandle, Sink]:
     """The scripted ACP agent spawned on ``host``, once it has said it is idle."""
     sink = Sink()
-    handle = host.spawn(spec(tmp_path), sink)
+    handle = await host.spawn(spec(tmp_path), sink)
     await sink.until("idle")
     return handle, sink
 
@@ -75,7 +79,7 @@ async def host():
 async def test_the_host_and_handle_fit_the_seam(host, tmp_path):
     assert isinstance(host, PaneHost) and host.kind == "acp" and not host.survives_restart
     sink = Sink()
-    handle = host.spawn(spec(tmp_path), sink)
+    handle = await host.spawn(spec(tmp_path), sink)
     assert isinstance(handle, PaneHandle)
     assert handle.answers_queries and handle.foreground_pgid() is None and handle.ref == str(handle.pid)
     assert await host.adopt("123", "s1", sink) is None
@@ -84,20 +88,25 @@ async def test_the_host_and_handle_fit_the_seam(host, tmp_path):
         handle.write(b"hello\r")
 
 
-async def test_states_and_the_drawn_conversation(host, tmp_path):
+async def test_states_and_the_conversation(host, tmp_path):
     handle, sink = await idle_agent(host, tmp_path)
     handle.prompt("perm")
     why = await sink.until("blocked")
     assert why.startswith("session/request_permission: touch marker.txt (execute)")
-    text = sink.text()  # drawn before the state went out
+    text = "\n".join(handle.client.conversation.render(80))  # in the conversation when the state went out
     assert "? Permission: touch marker.txt (execute)" in text and "[allow] Allow (allow_once)" in text
     handle.answer("allow")
     await sink.until("idle")
-    await asyncio.sleep(0.1)
-    assert "✓ touch marker.txt [execute, completed]" in sink.text()
+    assert "✓ touch marker.txt [execute, completed]" in "\n".join(handle.client.conversation.render(80))
     assert [s for s, _ in sink.statuses] == ["idle", "working", "blocked", "working", "idle"]
-    handle.resize(20, 100)
-    assert "-- stopReason end_turn" in sink.text()
+    assert sink.events == [
+        "session/new",
+        "session/prompt",
+        "session/request_permission",
+        "session/request_permission",
+        "stopReason",
+    ]
+    assert sink.changes > 0  # every change of the conversation is told, for its watchers
 
 
 async def test_ctrl_c_cancels_the_turn(host, tmp_path):
@@ -119,13 +128,13 @@ async def test_exit_reports_code_and_reason(host, tmp_path):
 
 async def test_a_command_that_cannot_start(host, tmp_path):
     with pytest.raises(SpawnError, match="cannot start"):
-        host.spawn(LaunchSpec("s2", ("/nonexistent/agent",), str(tmp_path), {}, 12, 80), Sink())
+        await host.spawn(LaunchSpec("s2", ("/nonexistent/agent",), str(tmp_path), {}, 12, 80), Sink())
 
 
 async def test_stop_ends_every_agent(tmp_path):
     host = AcpHost()
     sinks = [Sink() for _ in range(2)]
-    handles = [host.spawn(spec(tmp_path), s) for s in sinks]
+    handles = [await host.spawn(spec(tmp_path), s) for s in sinks]
     for s in sinks:
         await s.until("idle")
     await host.stop()

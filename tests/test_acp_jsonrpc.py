@@ -11,6 +11,8 @@ import pytest
 
 from panewatch.acp.jsonrpc import INVALID_REQUEST, MalformedResponse, Peer, PeerGone, RpcError
 
+pytestmark = pytest.mark.unit
+
 
 class Wire:
     def __init__(self, **kw: Any) -> None:
@@ -65,7 +67,10 @@ async def test_an_awaitable_answer_is_sent_when_it_is_ready() -> None:
     w.feed({"jsonrpc": "2.0", "id": 7, "method": "wait"}, {"jsonrpc": "2.0", "method": "later"})
     assert w.sent == [] and w.notes == [("later", None)]  # reading went on meanwhile
     gate.set_result({"picked": "allow"})
-    await asyncio.sleep(0.01)
+    for _ in range(10):  # the answer goes out from a task woken by the gate: a few loop turns, no time
+        if w.sent:
+            break
+        await asyncio.sleep(0)
     assert w.sent == [{"jsonrpc": "2.0", "id": 7, "result": {"picked": "allow"}}]
 
 

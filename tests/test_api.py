@@ -1,4 +1,6 @@
-"""The HTTP and WebSocket API against a real uvicorn on loopback, with httpx and websockets clients."""
+"""The HTTP and WebSocket API: in process over the ASGI transport, on real PTYs (the agents are bash
+scripts) or on the memory host (no process at all: ``unit``); behind a real uvicorn only where the
+socket is the point (an outside client, a client that stops reading)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
 import websockets
 
-from live import TOKEN, live_server, next_event
+from engine_support import TESTER
+from live import TOKEN, live_server, memory_server, next_event
 from scripted import claude_like
 
 
@@ -22,11 +24,20 @@ def bash(script: str) -> list[str]:
 
 
 @pytest.fixture
-async def live():
-    async with live_server() as server:
+async def live(request):
+    """The API in process: on the memory host for a unit test, else on real PTYs."""
+    async with memory_server() if request.node.get_closest_marker("unit") else live_server() as server:
         yield server
 
 
+@pytest.fixture
+async def socket_live():
+    """The API behind a real uvicorn on loopback."""
+    async with live_server(socket=True) as server:
+        yield server
+
+
+@pytest.mark.integration
 async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
     async with live.ws("/ws/state") as ws:
         snapshot = json.loads(await ws.recv())
@@ -39,6 +50,8 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         assert set(ev) >= {"session", "state", "prev", "source", "rule", "at"}
 
         screen = (await live.http.get(f"/api/sessions/{s['id']}/screen")).json()
+        prompt_id = screen["prompt"].pop("id")  # this prompt instance (test_prompt_id)
+        assert len(prompt_id) == 20
         assert screen["prompt"] == {
             "kind": "options",
             "options": [
@@ -70,6 +83,7 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         assert len(screen["rows"]) == 12
 
 
+@pytest.mark.integration
 async def test_session_lifecycle_and_views(live, tmp_path):
     s = await live.create(
         command=bash("printf 'hello from %s\\r\\n' \"$PWD\"; sleep 30"),
@@ -91,7 +105,7 @@ async def test_session_lifecycle_and_views(live, tmp_path):
         await asyncio.sleep(0.05)
     assert screen["rows"][0] == f"hello from {tmp_path}"
     explain = (await live.http.get(f"/api/sessions/{s['id']}/explain")).json()
-    assert explain["decision"]["state"] == live.engine.get(s["id"])["state"]
+    assert explain["decision"]["state"] == live.engine.info(s["id"]).state
     assert explain["agent"] == "shell" and explain["rules"]
     assert all({"name", "matched", "reason"} <= set(rule) for rule in explain["rules"])
     assert explain["rows"][0].startswith("hello from")
@@ -101,19 +115,28 @@ async def test_session_lifecycle_and_views(live, tmp_path):
     r = await live.http.post(f"/api/sessions/{s['id']}/resize", json={"rows": 1, "cols": 90})
     assert r.status_code == 422
 
+    r = await live.http.patch(f"/api/sessions/{s['id']}", json={"name": "renamed"})
+    assert r.status_code == 200 and r.json()["name"] == "renamed", r.text
+    assert (await live.http.get(f"/api/sessions/{s['id']}")).json()["name"] == "renamed"
+    for bad in ({"name": ""}, {"name": "x" * 81}, {"name": "ok", "cwd": "/"}, {"name": " \t "}):
+        r = await live.http.patch(f"/api/sessions/{s['id']}", json=bad)
+        assert r.status_code == 422 and ("name" in r.text or "cwd" in r.text), (bad, r.text)
+    assert (await live.http.patch("/api/sessions/nope", json={"name": "x"})).status_code == 404
+
     r = await live.http.delete(f"/api/sessions/{s['id']}")
     assert r.status_code == 200
     assert (await live.http.get(f"/api/sessions/{s['id']}")).status_code == 404
     assert (await live.http.delete(f"/api/sessions/{s['id']}")).status_code == 404
 
 
-async def test_bad_requests_get_a_4xx_with_a_reason_and_the_server_lives_on(live):
+@pytest.mark.unit
+async def test_bad_requests_get_a_4xx_with_a_reason_and_the_server_lives_on(live, tmp_path):
     cases = [
         ({"agent": "nobody"}, "unknown agent"),
         ({}, "agent, a command"),
         ({"command": []}, "command"),
         ({"command": ["true"], "rows": 1}, "rows"),
-        ({"command": ["true"], "cwd": "/nonexistent"}, "not a folder"),
+        ({"command": ["true"], "cwd": str(tmp_path / "missing")}, "not a folder"),
         ({"command": ["true"], "bogus": 1}, "bogus"),
     ]
     for body, reason in cases:
@@ -133,6 +156,7 @@ async def test_bad_requests_get_a_4xx_with_a_reason_and_the_server_lives_on(live
     assert r.status_code == 422
 
 
+@pytest.mark.integration
 async def test_an_agent_not_reading_its_input_gets_409_not_500(live):
     s = await live.create(command=bash("stty raw -echo; printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
     statuses = []
@@ -146,8 +170,9 @@ async def test_an_agent_not_reading_its_input_gets_409_not_500(live):
     assert (await live.http.get("/healthz")).json()["ok"] is True
 
 
+@pytest.mark.unit
 async def test_every_auth_failure_is_refused(live):
-    async with httpx.AsyncClient(base_url=live.url) as anon:
+    async with live.client() as anon:
         assert (await anon.get("/api/sessions")).status_code == 401
         assert (await anon.get("/api/sessions", headers={"Authorization": "Bearer wrong"})).status_code == 403
         assert (await anon.get("/api/sessions", headers={"Authorization": "Basic abc"})).status_code == 401
@@ -164,7 +189,8 @@ async def test_every_auth_failure_is_refused(live):
         anon.cookies.set("panewatch_login", TOKEN)  # the token is not a login
         assert (await anon.get("/api/sessions")).status_code == 403
         anon.cookies.set("panewatch_login", login)
-        assert (await anon.post("/logout")).json()["logged_out"] is True
+        # the page's own POST (a browser sends its Origin; one from elsewhere is refused: test_csrf)
+        assert (await anon.post("/logout", headers={"Origin": live.url})).json()["logged_out"] is True
         anon.cookies.set("panewatch_login", login)  # a revoked login stays refused
         assert (await anon.get("/api/sessions")).status_code == 403
 
@@ -180,16 +206,17 @@ async def test_every_auth_failure_is_refused(live):
     assert await refused(origin="http://127.0.0.1:1") == 4403  # another localhost port is another origin
     async with live.ws("/ws/state", origin=live.url) as ws:  # the page's own origin
         assert json.loads(await ws.recv())["type"] == "snapshot"
-    async with websockets.connect(f"{live.ws_base}/ws/state?token={TOKEN}") as ws:
+    async with live.ws(f"/ws/state?token={TOKEN}", token=None) as ws:
         assert json.loads(await ws.recv())["type"] == "snapshot"
 
 
+@pytest.mark.integration
 async def test_report_endpoint_auth_and_validation(live):
     s = await live.create(agent="claude", command=bash("printf ' ? for shortcuts'; sleep 30"), rows=6, cols=40)
     await live.wait_state(s["id"], "idle")
     token = live.engine.report_token(s["id"])
     url = f"/report?session={s['id']}"
-    async with httpx.AsyncClient(base_url=live.url) as c:
+    async with live.client() as c:
         auth = {"Authorization": f"Bearer {token}"}
         assert (await c.post(url, json={"state": "working"})).status_code == 401
         assert (
@@ -213,6 +240,7 @@ async def test_report_endpoint_auth_and_validation(live):
     assert (info["state"], info["source"], info["rule"]) == ("working", "hook", "PreToolUse")
 
 
+@pytest.mark.integration
 async def test_hook_command_reaches_report_with_curl(live, tmp_path):
     """The exact command Claude's hooks run, executed by a shell inside a session."""
     from panewatch.integrations.claude import REPORT_COMMAND
@@ -228,6 +256,7 @@ async def test_hook_command_reaches_report_with_curl(live, tmp_path):
     assert (info["source"], info["rule"]) == ("hook", "PermissionRequest")
 
 
+@pytest.mark.integration
 async def test_screen_websocket_full_then_changed_rows(live):
     s = await live.create(
         command=bash("printf 'one\\r\\n'; read -r x; printf 'two %s\\r\\n' \"$x\"; sleep 30"), rows=6, cols=40
@@ -241,7 +270,7 @@ async def test_screen_websocket_full_then_changed_rows(live):
             msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
             for k, v in msg.get("changed", {}).items():
                 rows[int(k)] = v
-        live.engine.write_keys(s["id"], b"abc\r")
+        await live.engine.write_keys(s["id"], b"abc\r", actor=TESTER)
         while not any(r.startswith("two abc") for r in rows):
             msg = json.loads(await asyncio.wait_for(ws.recv(), 5))
             assert msg["full"] is False
@@ -254,10 +283,11 @@ async def test_screen_websocket_full_then_changed_rows(live):
         assert info.value.rcvd.code == 4404
 
 
-async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
+@pytest.mark.integration
+async def test_a_stuck_screen_client_does_not_stall_the_agent(socket_live):
     """A client that never reads: the agent's output keeps flowing and other clients are served."""
     # one process, no fork per line: the output's pace is the PTY's, not the machine's fork rate
-    s = await live.create(
+    s = await socket_live.create(
         command=bash(
             "x=$(printf 'x%.0s' $(seq 80)); i=0; while [ $i -lt 4000 ]; do "
             "printf 'line %05d %s\\r\\n' $i \"$x\"; i=$((i+1)); done; printf 'END'; sleep 30"
@@ -265,22 +295,23 @@ async def test_a_stuck_screen_client_does_not_stall_the_agent(live):
         rows=40,
         cols=120,
     )
-    stuck = await live.ws(f"/ws/sessions/{s['id']}/screen", max_size=None).__aenter__()
+    stuck = await socket_live.ws(f"/ws/sessions/{s['id']}/screen", max_size=None).__aenter__()
     stuck.transport.pause_reading()  # never read: its socket buffers fill up
     try:
         deadline = time.monotonic() + 30
-        while "END" not in "\n".join(live.engine.screen(s["id"])["rows"]):
+        while "END" not in "\n".join(socket_live.engine.screen_now(s["id"]).rows):
             assert time.monotonic() < deadline, "the agent stalled behind a stuck client"
             await asyncio.sleep(0.05)
-        async with live.ws("/ws/state") as ws:
+        async with socket_live.ws("/ws/state") as ws:
             assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "snapshot"
     finally:
         stuck.transport.abort()
 
 
-async def test_wait_command_exits_0_when_reached_and_1_on_timeout(live):
-    s = await live.create(agent="claude", command=bash(claude_like(prompt_after=0.5)), rows=12, cols=60)
-    env = {**os.environ, "PANEWATCH_TOKEN": TOKEN, "PANEWATCH_URL": live.url}
+@pytest.mark.integration
+async def test_wait_command_exits_0_when_reached_and_1_on_timeout(socket_live):
+    s = await socket_live.create(agent="claude", command=bash(claude_like(prompt_after=0.5)), rows=12, cols=60)
+    env = {**os.environ, "PANEWATCH_TOKEN": TOKEN, "PANEWATCH_URL": socket_live.url}
     cmd = [sys.executable, "-m", "panewatch", "wait", s["id"], "--until"]
     proc = await asyncio.create_subprocess_exec(*cmd, "blocked", "--timeout", "10", env=env)
     assert await proc.wait() == 0
@@ -302,6 +333,7 @@ async def test_wait_command_exits_0_when_reached_and_1_on_timeout(live):
     assert await proc.wait() == 2
 
 
+@pytest.mark.unit
 async def test_openapi_is_published(live):
     r = await live.http.get("/openapi.json")
     paths = r.json()["paths"]

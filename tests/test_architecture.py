@@ -1,99 +1,178 @@
-"""The shape the engine issue asked for, checked so that it stays: the API uses only the façade,
-the engine's modules stay small, no function of theirs grows past a screen."""
+"""The package's shape, read from the package itself: its import graph (every import, those under
+``TYPE_CHECKING`` and inside functions included), which modules are private (a leading
+underscore), what the API may use (the engine's ``__all__`` and no private module), the size
+budget (500 lines a module, 60 a function). Nothing here is a hand-kept list of modules but the
+edge modules issue 26 still splits, and that list may only shrink."""
 
 from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 PACKAGE = Path(__file__).resolve().parent.parent / "service" / "panewatch"
-#: What API modules may import from the package: the façade and the shared vocabulary.
-#: (http_guard, validation, login, identity, report_socket: the service layer's own, not the engine's)
-API_MAY_IMPORT = {
-    "engine",
-    "errors",
-    "events",
-    "states",
-    "config",
-    "auth",
-    "metrics",
-    "transcript",
-    "wiring",
-    "manifest",
-    "http_guard",
-    "validation",
-    "login",
-    "identity",
-    "report_socket",
-    "hosting",  # the composition root's input: the chosen pane host, state folder and registry
-    "",
+MODULE_LINES, FUNCTION_LINES = 500, 60
+#: Over the module budget until issue 26's item 7 splits them (each must really be over it).
+NOT_YET_SPLIT = {
+    "panewatch.hosts.tmux",
+    "panewatch.manifest",
+    "panewatch.screen",
+    "panewatch.acp.client",
+    "panewatch.api.routes_terminal",
+    "panewatch.push",  # came over the budget from #28 (Web Push) before this rule covered it
 }
-#: The engine's own modules (the size rules hold for these; others' modules are theirs to keep).
-ENGINE_MODULES = [
-    "engine",
-    "panes",
-    "pane",
-    "scheduler",
-    "guard",
-    "session",
-    "views",
-    "streams",
-    "prompts",
-    "events",
-    "states",
-    "errors",
-    "clock",
-    "wiring",
-    "signals",
-    "metrics",
-    "api/app",
-    "api/deps",
-    "api/errors",
-    "api/models",
-    "api/routes_report",
-    "api/routes_service",
-    "api/routes_sessions",
-    "api/routes_ws",
-    "hosts/base",
-    "hosts/pty",
-    "hosts/memory",
-    "integrations/__init__",
-    "integrations/base",
-    "integrations/claude",
-]
+#: What reaches into the engine's objects instead of asking the contract.
 INTERNALS = re.compile(r"\.sessions\[|engine\.(_|sessions|watchers|panes|pane|handle|scheduler|hub)\b|\.queue\b")
 
 
-def _modules(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.py") if "lab" not in p.relative_to(PACKAGE).parts)
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE / "api"), ids=lambda p: p.name)
-def test_api_modules_use_only_the_facade(path: Path) -> None:
-    source = path.read_text()
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 2:
-            assert (node.module or "").split(".")[0] in API_MAY_IMPORT, f"{path.name} imports {node.module}"
-    for number, line in enumerate(source.splitlines(), 1):
-        assert not INTERNALS.search(line), f"{path.name}:{number} reaches into the engine: {line.strip()}"
+@cache
+def modules() -> dict[str, Path]:
+    return {_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-@pytest.mark.parametrize("name", ENGINE_MODULES)
-def test_engine_modules_stay_under_400_lines(name: str) -> None:
-    lines = len((PACKAGE / f"{name}.py").read_text().splitlines())
-    assert lines <= 400, f"{name}.py has {lines} lines"
+@cache
+def tree(name: str) -> ast.Module:
+    return ast.parse(modules()[name].read_text())
 
 
-def test_no_function_of_the_engine_passes_60_lines() -> None:
+def imports(name: str, module: ast.Module | None = None) -> set[str]:
+    """The package's modules ``name`` (read from ``module``, else its file) imports, anywhere
+    in it (``from .x import y``: ``x.y`` when that is a module, else ``x``)."""
+    known, is_package = modules(), modules()[name].name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(module or tree(name)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in known else target)
+    return {m for m in found if m in known and m != name}
+
+
+def circles() -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    graph = {m: imports(m) for m in modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def private(name: str) -> bool:
+    return any(part.startswith("_") and part != "__init__" for part in name.split("."))
+
+
+def test_no_import_circle_anywhere_in_the_service() -> None:
+    assert circles() == []
+
+
+def test_the_graph_sees_imports_under_type_checking_and_in_functions() -> None:
+    """The check reads what it claims to: a TYPE_CHECKING or a late import is an edge like any other."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..engine import Engine\n"
+        "def late():\n    from ._facade import Engine\n"
+    )
+    assert imports("panewatch.engine._feed", ast.parse(source)) == {"panewatch.engine", "panewatch.engine._facade"}
+
+
+def test_no_part_of_the_engine_holds_the_facade() -> None:
+    parts = [m for m in modules() if m.startswith("panewatch.engine.") and m != "panewatch.engine._facade"]
+    assert parts, "the engine is a package of parts"
+    holders = [m for m in parts if imports(m) & {"panewatch.engine", "panewatch.engine._facade"}]
+    assert holders == []
+
+
+def test_private_modules_are_used_only_inside_their_package() -> None:
+    leaks = []
+    for importer in modules():
+        for used in imports(importer):
+            if private(used):
+                home = used.rsplit(".", 1)[0]
+                if not (importer == home or importer.startswith(home + ".")):
+                    leaks.append(f"{importer} imports {used}")
+    assert leaks == []
+
+
+@pytest.mark.parametrize("name", [m for m in modules() if m.startswith("panewatch.api.")])
+def test_api_modules_use_the_engine_only_through_its_exports(name: str) -> None:
+    exported = set(ast.literal_eval(_all_of("panewatch.engine")))
+    for node in ast.walk(tree(name)):
+        if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module == "engine":
+            assert {a.name for a in node.names} <= exported, f"{name} imports what the engine does not export"
+    assert not any(private(m) for m in imports(name)), f"{name} imports a private module"
+    for number, line in enumerate(modules()[name].read_text().splitlines(), 1):
+        assert not INTERNALS.search(line), f"{name}:{number} reaches into the engine: {line.strip()}"
+
+
+def _all_of(name: str) -> str:
+    for node in tree(name).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return ast.unparse(node.value)
+    raise AssertionError(f"{name} has no __all__")
+
+
+def lines_of(name: str) -> int:
+    return len(modules()[name].read_text().splitlines())
+
+
+def test_no_module_passes_the_budget() -> None:
+    over = sorted(f"{m} ({lines_of(m)})" for m in modules() if lines_of(m) > MODULE_LINES and m not in NOT_YET_SPLIT)
+    assert over == []
+
+
+def test_the_modules_not_yet_split_are_really_over_it() -> None:
+    """One split below the budget leaves the list: it may only shrink."""
+    assert {m for m in NOT_YET_SPLIT if lines_of(m) <= MODULE_LINES} == set()
+
+
+def test_no_function_passes_60_lines() -> None:
     long = []
-    for path in (PACKAGE / f"{name}.py" for name in ENGINE_MODULES):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for name in modules():
+        for node in ast.walk(tree(name)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
-                if length > 60:
-                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({length} lines)")
+                if length > FUNCTION_LINES:
+                    long.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
     assert long == []

@@ -17,7 +17,10 @@ from panewatch.hosts.tmux import TmuxHost, tmux_usable
 from panewatch.registry import Record, Registry, hash_token
 from test_tmux_host import Sink, spec, until
 
-pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}"),
+]
 
 
 def register(state: Path, sid: str, ref: str | None, kind: str = "tmux", name: str = "shell") -> None:
@@ -74,7 +77,7 @@ async def test_attach_types_into_the_pane_and_detach_leaves_it_running(tmp_path:
     await host.start()
     try:
         sink = Sink()
-        pane = host.spawn(spec("att1", "sh", rows=20, cols=70), sink)
+        pane = await host.spawn(spec("att1", "sh", rows=20, cols=70), sink)
         await until(lambda: sink.data, what="the prompt")
         register(state, "att1", pane.ref, name="my-shell")
         proc, master = run_attach(state, "my-shell")  # by its name

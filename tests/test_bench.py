@@ -19,66 +19,93 @@ from pathlib import Path
 
 import pytest
 
+from engine_support import TESTER
 from panewatch import backends
-from panewatch.engine import Engine
+from panewatch.engine import Engine, EngineOptions, SessionSpec
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.session import SessionSpec
 from panewatch_lab import fake_agent
 from panewatch_lab.bench import Delays, EventLog, match_delays, pct
 from panewatch_lab.bench_streams import GENERATORS, measure
 
 
-@pytest.mark.slow
-def test_quick_bench_prints_every_figure(tmp_path):
-    """The quick run of every scenario but the replay and the dashboards (their own tests below
-    run them: no need to pay for them twice in CI)."""
+def _quick_bench(tmp_path: Path, scenario: str) -> tuple[str, dict]:
+    """``panewatch bench --quick`` of one scenario: its printed text and its JSON figures."""
     out_json = tmp_path / "figures.json"
-    only = ["latency", "scale", "flood", "throughput", "cluster"]
     proc = subprocess.run(
-        [sys.executable, "-m", "panewatch", "bench", "--quick", "--only", *only, "--json", str(out_json)],
+        [sys.executable, "-m", "panewatch", "bench", "--quick", "--only", scenario, "--json", str(out_json)],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    text = proc.stdout
-    for heading in ("## 1. Prompt drawn", "## 2. Many agents", "## 3. One pane flooding", "## 4. Screen feed"):
-        assert heading in text, text
-    for label in (
-        "median",
-        "p99",
-        "max",
-        "server CPU",
-        "RSS/session",
-        "sweep p99",
-        "loop lag p99",
-        "API p99",
-        "emulated",
-        "change/sweep",
-        "pyte + wrapper",
-        "pyte (bare)",
-    ):
+    return proc.stdout, json.loads(out_json.read_text())
+
+
+def _latency_figures(text: str, figures: dict) -> None:
+    assert "## 1. Prompt drawn" in text
+    for label in ("median", "p99", "max", "server CPU", "change/sweep"):
         assert label in text, label
-    figures = json.loads(out_json.read_text())
     for mode in ("sweep", "change"):
         row = figures["latency"][mode]
         assert row["prompts"] >= 1, row  # a prompt was drawn and its event seen
         assert all(math.isfinite(row[k]) for k in ("median", "p99", "max", "cpu_s"))
+
+
+def _scale_figures(text: str, figures: dict) -> None:
+    assert "## 2. Many agents" in text
+    for label in ("RSS/session", "sweep p99", "loop lag p99"):
+        assert label in text, label
     for row in figures["scale"]:
         assert row["cpu_share"] > 0 and row["rss_per_session"] != 0 and math.isfinite(row["lag_p99"])
+
+
+def _flood_figures(text: str, figures: dict) -> None:
+    assert "## 3. One pane flooding" in text
+    for label in ("API p99", "emulated"):
+        assert label in text, label
     for row in figures["flood"]:
         assert row["flood"]["emulated_per_s"] > 0  # the flood pane really was emulated
         assert math.isfinite(row["flood"]["api_p99"])
+
+
+def _throughput_figures(text: str, figures: dict) -> None:
+    assert "## 4. Screen feed" in text
+    for label in ("pyte + wrapper", "pyte (bare)"):
+        assert label in text, label
+    engines = {r["engine"] for r in figures["throughput"]}
+    assert {"pyte (bare)", "pyte + wrapper"} <= engines
+    assert all(r["mb_per_s"] > 0 for r in figures["throughput"])
+    assert "real captures" in {r["stream"] for r in figures["throughput"]}
+
+
+def _cluster_figures(text: str, figures: dict) -> None:
     assert "## Cluster" in text and "nodes followed" in text
     cluster = figures["cluster"]
     assert cluster["latency"]["matched"] >= 1, cluster  # a state change seen on both nodes
     assert cluster["follower"][0]["peers"] == 0  # the no-peer baseline comes first
     assert all(row["cpu"] > 0 and row["sessions"] >= 0 for row in cluster["follower"])
     assert cluster["follower"][-1]["sessions"] > cluster["follower"][0]["sessions"]  # the peers' sessions listed
-    engines = {r["engine"] for r in figures["throughput"]}
-    assert {"pyte (bare)", "pyte + wrapper"} <= engines
-    assert all(r["mb_per_s"] > 0 for r in figures["throughput"])
+
+
+#: what each scenario of the quick run must print (the replay and the dashboards have their own
+#: tests below: no need to pay for them twice in CI)
+QUICK = {
+    "latency": _latency_figures,
+    "scale": _scale_figures,
+    "flood": _flood_figures,
+    "throughput": _throughput_figures,
+    "cluster": _cluster_figures,
+}
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("scenario", list(QUICK))
+def test_quick_bench_prints_every_figure(tmp_path, scenario):
+    """Each scenario of the quick run, one test each: run one after another they were the suite's
+    longest test (184 s at load 8), a tail no other worker could share."""
+    text, figures = _quick_bench(tmp_path, scenario)
+    QUICK[scenario](text, figures)
 
 
 def _events(pairs: dict[str, list[tuple[float, str]]]) -> EventLog:
@@ -87,6 +114,7 @@ def _events(pairs: dict[str, list[tuple[float, str]]]) -> EventLog:
     return log
 
 
+@pytest.mark.unit
 def test_delays_match_each_drawn_change_to_the_first_event_after_it():
     truth = {"a": [(10.0, "working"), (11.0, "blocked"), (12.0, "working"), (13.0, "idle"), (14.0, "working")]}
     events = _events({"a": [(10.1, "working"), (11.05, "blocked"), (12.3, "working"), (14.02, "working")]})
@@ -97,6 +125,7 @@ def test_delays_match_each_drawn_change_to_the_first_event_after_it():
     assert sorted(d.changes) == pytest.approx([0.02, 0.05, 0.3])
 
 
+@pytest.mark.unit
 def test_an_event_before_the_previous_change_is_not_taken_for_a_later_one():
     truth = {"a": [(0.0, "blocked"), (1.0, "working"), (2.0, "blocked"), (3.0, "working")]}
     # the second prompt was never reported: the first one's event must not stand in for it
@@ -109,6 +138,7 @@ def test_an_event_before_the_previous_change_is_not_taken_for_a_later_one():
     assert d.missed == 0 and d.prompts == [0.0]
 
 
+@pytest.mark.unit
 def test_percentile_is_nearest_rank():
     values = list(range(1, 101))
     assert pct(values, 50) == 50 and pct(values, 99) == 99 and pct(values, 100) == 100
@@ -116,6 +146,7 @@ def test_percentile_is_nearest_rank():
     assert Delays().total == 0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("backend", backends.available())
 def test_the_benchmarks_agent_screens_classify_as_the_agent_says(backend):
     """The fake agent's phases, drawn as it draws them, read as working / blocked / idle under the
@@ -148,6 +179,7 @@ def test_the_benchmarks_agent_screens_classify_as_the_agent_says(backend):
     assert state() == "idle"
 
 
+@pytest.mark.integration
 def test_the_benchmarks_agent_runs_by_itself_and_notes_each_change(tmp_path):
     """--auto: no input, prompts answered and tasks typed by the agent; the truth has only changes."""
     from panewatch_lab.bench import agent_command, read_truth
@@ -165,6 +197,7 @@ def test_the_benchmarks_agent_runs_by_itself_and_notes_each_change(tmp_path):
     assert all(a != b for a, b in itertools.pairwise(states))
 
 
+@pytest.mark.unit
 def test_throughput_is_measured_for_every_stream():
     for name, gen in GENERATORS.items():
         data = gen(20_000)
@@ -173,32 +206,38 @@ def test_throughput_is_measured_for_every_stream():
         assert mbs > 0 and fed == len(data)
 
 
+@pytest.mark.unit
 def test_unknown_backend_is_refused_when_the_engine_is_made():
     store = ManifestStore.from_dirs(bundled_manifest_dir(), None)
     with pytest.raises(backends.BackendUnavailable, match="unknown screen backend"):
-        Engine(store, backend="vt52")
+        Engine(store, options=EngineOptions(backend="vt52"))
 
 
+@pytest.mark.integration
 async def test_engine_gives_sessions_the_configured_backend():
     pytest.importorskip("pyghostty")
     from panewatch.screen_ghostty import GhosttyScreen
 
-    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), None), backend="ghostty")
+    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), None), options=EngineOptions(backend="ghostty"))
     await engine.start()
     try:
-        sid = engine.create(
-            SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"], rows=10, cols=40)
-        )["id"]
-        assert isinstance(engine.panes.sessions[sid].pane.screen, GhosttyScreen)  # white box: the backend
+        sid = (
+            await engine.create(
+                SessionSpec(command=["sh", "-c", "printf 'hello from ghostty'; sleep 5"], rows=10, cols=40),
+                actor=TESTER,
+            )
+        ).id
+        assert isinstance(engine._p.table.by_id[sid].pane.screen, GhosttyScreen)  # type: ignore[union-attr]  # white box: the backend
         for _ in range(100):
-            if engine.screen(sid)["rows"][0] == "hello from ghostty":
+            if (await engine.screen(sid)).rows[0] == "hello from ghostty":
                 break
             await asyncio.sleep(0.05)
-        assert engine.screen(sid)["rows"][0] == "hello from ghostty"
+        assert (await engine.screen(sid)).rows[0] == "hello from ghostty"
     finally:
         await engine.stop()
 
 
+@pytest.mark.unit
 def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
     pytest.importorskip("pyghostty")
     from panewatch.cli import main
@@ -214,6 +253,7 @@ def test_every_fixture_classifies_correctly_on_ghostty_too(capsys):
     assert done == total and int(total) > 0
 
 
+@pytest.mark.bench
 def test_the_replay_runs_real_captures_and_prints_every_figure(tmp_path):
     """Tiny sizes: the real-traffic replay runs on every installed backend in both modes, beside
     the replay driver alone, and prints (and saves) every figure."""
@@ -270,6 +310,7 @@ def test_the_replay_runs_real_captures_and_prints_every_figure(tmp_path):
         assert "matplotlib missing" in proc.stdout
 
 
+@pytest.mark.bench
 def test_the_dashboards_scenario_watches_screens_over_real_websockets_and_prints_its_columns(tmp_path):
     """Tiny sizes: replayed panes with the HTTP app on, two dashboards of two screens each in a
     client process of their own; every socket opened, frames arrived and were timed."""
@@ -292,6 +333,7 @@ def test_the_dashboards_scenario_watches_screens_over_real_websockets_and_prints
     assert served["frames_per_s"] > 0 and math.isfinite(served["frame_p99"]) and served["cpu"] > 0
 
 
+@pytest.mark.unit
 def test_replay_frames_are_the_captures_own_bytes_cut_where_a_repaint_starts():
     from panewatch_lab.bench_replay import RESET, load_captures, split_frames
 

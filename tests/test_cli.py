@@ -11,6 +11,8 @@ import pytest
 
 from panewatch.fixtures import find_folders
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parent.parent
 
 PROMPT = (
@@ -28,8 +30,9 @@ REPLY_WITH_PROSE = (
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # a deadline against a hang only: `fixtures` reads every capture (432 since issue 29), ~60 s at load 10
     return subprocess.run(
-        [sys.executable, "-m", "panewatch", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+        [sys.executable, "-m", "panewatch", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 

@@ -53,6 +53,7 @@ def serve(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
+@pytest.mark.unit
 def test_precedence_flag_over_env_over_file_over_default(tmp_path, monkeypatch):
     config = tmp_path / "panewatch.toml"
     config.write_text('port = 1111\nsweep_ms = 300\nmode = "change"\ncooldown_s = 5\n')
@@ -68,6 +69,7 @@ def test_precedence_flag_over_env_over_file_over_default(tmp_path, monkeypatch):
     assert settings_for().mode == "change"
 
 
+@pytest.mark.integration
 def test_every_option_has_a_flag_and_each_flag_takes_effect(tmp_path):
     parser_help = subprocess.run(
         [sys.executable, "-m", "panewatch", "serve", "--help"], capture_output=True, text=True, timeout=60
@@ -126,6 +128,7 @@ def test_every_option_has_a_flag_and_each_flag_takes_effect(tmp_path):
     assert settings_for("--no-log-json").log_json is False
 
 
+@pytest.mark.unit
 def test_list_option_from_the_environment_as_json(monkeypatch):
     monkeypatch.setenv("PANEWATCH_ALLOWED_ORIGINS", '["http://x.example", "http://y.example"]')
     assert settings_for().allowed_origins == ["http://x.example", "http://y.example"]
@@ -135,6 +138,7 @@ def test_list_option_from_the_environment_as_json(monkeypatch):
         settings_for()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("argv", "env", "needles"),
     [
@@ -156,6 +160,7 @@ def test_bad_values_are_refused_in_one_line_naming_the_option(argv, env, needles
     assert r.stdout == ""  # it never started serving
 
 
+@pytest.mark.integration
 def test_bad_config_file_names_the_file_and_the_key(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text('port = "eighty"\nsweeep_ms = 100\n')
@@ -167,17 +172,20 @@ def test_bad_config_file_names_the_file_and_the_key(tmp_path):
     assert r.returncode == 2 and f"config file {config} is not valid TOML" in r.stderr
 
 
+@pytest.mark.integration
 def test_token_is_never_repeated_in_an_error():
     r = serve("--token", "s3cr")
     assert r.returncode == 2 and "token (--token)" in r.stderr and "s3cr" not in r.stderr
 
 
+@pytest.mark.unit
 def test_options_table_lists_every_option_with_its_three_names():
     table = options_table()
     for name in Settings.model_fields:
         assert f"`{flag_name(name)}" in table and f"`{env_name(name)}`" in table
 
 
+@pytest.mark.integration
 async def test_allowed_origins_from_the_environment_reach_the_websocket_check(monkeypatch):
     monkeypatch.setenv("PANEWATCH_ALLOWED_ORIGINS", json.dumps(["http://dash.example"]))
     async with live_server() as live:
@@ -189,11 +197,13 @@ async def test_allowed_origins_from_the_environment_reach_the_websocket_check(mo
             assert closed.value.rcvd.code == 4403
 
 
+@pytest.mark.unit
 def test_readme_has_the_options_table_as_the_model_makes_it():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     assert options_table() in readme, "README's Configuration table is stale: paste panewatch.config.options_table()"
 
 
+@pytest.mark.unit
 def test_the_default_backend_is_auto_ghostty_where_it_installs_and_the_choice_is_logged(caplog):
     """``auto`` by default: Ghostty wherever its wheel installs (it keeps out-of-band status and
     answers the kitty keyboard query as pyte does), pyte elsewhere."""

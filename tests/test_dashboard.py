@@ -27,7 +27,13 @@ from dashboard_support import (
     prompt_agent,
 )
 
+pytestmark = pytest.mark.browser
+
 expect = playwright_or_skip().expect
+
+#: These tests are the cards layout's (a card and a terminal per session), the page's second view;
+#: the attention queue, its first, is tests/test_dashboard_queue.py's.
+DASHBOARD_LAYOUT = "cards"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +58,7 @@ def test_an_agents_osc9_notification_shows_on_its_card_as_text(page, server: Ser
 # --- logging in ------------------------------------------------------------------------------
 
 
-def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) -> None:
+def test_token_login_sets_a_cookie_and_shows_the_sessions(browser, server: Server) -> None:
     sid = server.create(idle_agent("hello from the card"), name="hello-card")["id"]
     context = browser.new_context()
     try:
@@ -62,12 +68,14 @@ def test_token_login_sets_a_cookie_and_shows_the_cards(browser, server: Server) 
         assert page.url == f"{server.url}/"  # the token left the address bar
         cookie = next(c for c in context.cookies() if c["name"] == "panewatch_login")
         assert cookie["httpOnly"]
-        card = card_of(page, sid)
-        expect(card.locator("h2")).to_have_text("hello-card")
-        expect(card.locator(".badge-state")).to_have_text("idle")
-        expect(card.locator(".agent")).to_have_text("claude")
-        expect(card.locator(".screen")).to_contain_text("hello from the card")
-        expect(card.locator(".badge-time")).to_have_text(re.compile(r"^\d+s$"))
+        # the page opens on the queue (its own context: not the cards layout of this module's pages)
+        row = page.locator(f'#queue .row[data-id="{sid}"]')
+        expect(row.locator(".row-name")).to_have_text("hello-card")
+        expect(row.locator(".row-state")).to_have_text("idle")
+        expect(row.locator(".row-agent")).to_have_text("claude")
+        expect(row.locator(".row-line")).to_have_text("hello from the card")  # above its input box
+        expect(row.locator(".row-time")).to_have_text(re.compile(r"^\d+s$"))
+        expect(page.locator("#detail .screen")).to_contain_text("hello from the card")  # its terminal, beside
         expect(page).to_have_title("Panewatch")
         expect(page.get_by_label("Sound")).not_to_be_checked()  # a sound only when asked for
     finally:
@@ -317,7 +325,7 @@ def test_server_restart_shows_a_banner_and_recovers(browser, tmp_path: Path) -> 
     srv = Server(token, port=free_port(), log_dir=tmp_path).start()
     context = None
     try:
-        context, page, errors = open_dashboard(browser, srv, network_down=True)
+        context, page, errors = open_dashboard(browser, srv, network_down=True, layout="cards")
         sid = srv.create(idle_agent("before the restart"), name="old")["id"]
         expect(card_of(page, sid).locator(".screen")).to_contain_text("before the restart")
         banner = page.locator("#banner")
@@ -360,7 +368,13 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
     wide = server.create(idle_agent(long), name="a-session-with-a-rather-long-name-for-a-phone", cols=160)["id"]
     asker = server.create(prompt_agent(work=30), name="asker")["id"]
     context, page, errors = open_dashboard(
-        browser, server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+        browser,
+        server,
+        layout="cards",
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
     )
     try:
         expect(card_of(page, asker).locator(".badge-state")).to_have_text("blocked")
@@ -377,8 +391,10 @@ def test_phone_width_stacks_cards_without_page_overflow(browser, server: Server)
         first, second = (page.locator("#cards > .card").nth(i).bounding_box() for i in range(2))
         assert first and second and first["x"] == second["x"] and second["y"] > first["y"] + first["height"] - 1
         assert first["x"] + first["width"] <= 390
+        # the 160-column pane fits its card: the font scales, nothing is clipped or scrolls sideways
+        page.wait_for_function("id => window.panewatch.cards.get(id)?.term.clipped === false", arg=wide)
         screen = card_of(page, wide).locator(".screen")
-        assert screen.evaluate("el => el.scrollWidth > el.clientWidth")  # the screen scrolls, not the page
+        assert screen.evaluate("el => el.scrollWidth <= el.clientWidth")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard-phone.png"), full_page=True)
 

@@ -17,33 +17,40 @@ from browser_support import card_of, open_dashboard, playwright_or_skip
 from dashboard_support import ARTIFACTS, LAB_MANIFESTS, Server, idle_agent
 from panewatch.hosts.tmux import tmux_usable
 
+pytestmark = pytest.mark.browser
+
 expect = playwright_or_skip(timeout_ms=15_000).expect
+
+#: These tests are the cards layout's (a card and a terminal per session), the page's second view;
+#: the attention queue, its first, is tests/test_dashboard_queue.py's.
+DASHBOARD_LAYOUT = "cards"
 if tmux_usable() is not None:
     pytest.skip(f"tmux host unavailable: {tmux_usable()}", allow_module_level=True)
 
 CONVERSATION = "conv-4242"
 
 #: An agent that resumes: its "hook" reports its conversation id over the pane's report socket
-#: (as Claude Code's hooks do), and its manifest says how to start that conversation again.
+#: (as Claude Code's hooks do); ``--resume ID`` starts that conversation again.
+RESUMABLE_AGENT = r"""#!/bin/sh
+if [ "$1" = --resume ]; then printf 'resumed conversation %s\r\n' "$2"; exec sleep 600; fi
+curl -sS -m 5 -o /dev/null -X POST --unix-socket "$PANEWATCH_REPORT_SOCKET" \
+  -H 'Content-Type: application/json' --data-binary '{"state": "idle", "session_id": "@CONVERSATION@"}' \
+  "http://panewatch/report?session=$PANEWATCH_SESSION"
+printf 'first conversation\r\n'
+exec sleep 600
+""".replace("@CONVERSATION@", CONVERSATION)
+
+#: Its manifest: where the conversation id goes in its launched command.
 RESUMABLE_MANIFEST = """
 agent = "resumable"
 version = "1"
-description = "test stand-in: reports its conversation id; its resume command reopens it"
+description = "test stand-in: reports its conversation id; --resume ID reopens it"
 extends = "claude"
-resume = ["bash", "-c", "printf 'resumed conversation %s\\\\r\\\\n' \\"$0\\"; exec sleep 600", "{agent_session_id}"]
+processes = ["resumable-agent"]
+
+[resume]
+args = ["--resume", "{agent_session_id}"]
 """
-
-
-def resumable_agent() -> list[str]:
-    return [
-        "bash",
-        "-c",
-        'curl -sS -m 5 -o /dev/null -X POST --unix-socket "$PANEWATCH_REPORT_SOCKET" '
-        "-H 'Content-Type: application/json' "
-        f'--data-binary \'{{"state": "idle", "session_id": "{CONVERSATION}"}}\' '
-        '"http://panewatch/report?session=$PANEWATCH_SESSION"; '
-        "printf 'first conversation\\r\\n'; exec sleep 600",
-    ]
 
 
 @pytest.fixture()
@@ -54,6 +61,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
         for each in LAB_MANIFESTS.glob("*.toml"):
             (manifests / each.name).write_text(each.read_text())
     (manifests / "resumable.toml").write_text(RESUMABLE_MANIFEST)
+    agent = tmp_path / "resumable-agent"
+    agent.write_text(RESUMABLE_AGENT)
+    agent.chmod(0o755)
     srv = Server("lost-" + secrets.token_urlsafe(12), log_dir=tmp_path / "logs", manifests=manifests)
     srv.state_dir = tmp_path / "state"  # its own tmux server, killed by the test
     srv.start()
@@ -62,9 +72,11 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def test_killed_tmux_shows_lost_cards_and_resume_brings_one_back(browser, server: Server) -> None:
-    context, page, errors = open_dashboard(browser, server)
+    context, page, errors = open_dashboard(browser, server, layout="cards")
     try:
-        agent = server.create(resumable_agent(), name="resumable", agent="resumable")["id"]
+        agent = server.create([str(server.state_dir.parent / "resumable-agent")], name="resumable", agent="resumable")[
+            "id"
+        ]
         plain = server.create(idle_agent("PLAIN-MARKER"), name="plain")["id"]
         card, other = (card_of(page, sid) for sid in (agent, plain))
         expect(card.locator(".screen")).to_contain_text("first conversation")

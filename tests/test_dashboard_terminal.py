@@ -29,8 +29,14 @@ from dashboard_support import (
     tui_agent,
 )
 
+pytestmark = pytest.mark.browser
+
 sync_api = playwright_or_skip()
 expect = sync_api.expect
+
+#: These tests are the cards layout's (a card and a terminal per session), the page's second view;
+#: the attention queue, its first, is tests/test_dashboard_queue.py's.
+DASHBOARD_LAYOUT = "cards"
 
 CAPTURES = REPO / "fixtures" / "claude" / "2.1.332"
 
@@ -303,7 +309,7 @@ def test_keys_typed_right_after_a_prompt_appears_are_held_back(page, server: Ser
 
 def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server) -> None:
     sid = new_shell(server, "counter")
-    context, page, errors = open_dashboard(browser, server)
+    context, page, errors = open_dashboard(browser, server, layout="cards")
     try:
         wait_for_line(page, sid, r"^sh\$")
         type_in(page, sid, "seq 1 3000")
@@ -524,7 +530,13 @@ def test_phone_width_targets_why_by_tap_and_screenshots(browser, server: Server)
     asker = server.create(prompt_agent(work=30), name="asker")["id"]
     calm = new_shell(server, "calm")
     context, page, errors = open_dashboard(
-        browser, server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2
+        browser,
+        server,
+        layout="cards",
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
     )
     try:
         card = card_of(page, asker)
@@ -636,8 +648,10 @@ def _read_frame(sock: socket.socket) -> tuple[int, bytes]:
 def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
     """A client that reads nothing while the pane floods gets the latest screen, not the flood."""
     sid = new_shell(server, "flood")
-    flood = 8_000_000
-    unread = 6_000_000  # more than the kernel's socket buffers hold (~4 MB on loopback) and the backlog
+    flood = 24_000_000
+    # far more than the kernel's socket buffers hold (send side up to tcp_wmem's 4 MB, which
+    # autotuning may reach) plus the server's 512 KiB backlog: at 6 MB one CI run never tripped it
+    unread = 18_000_000
     sock = _raw_websocket(server.port, f"/ws/sessions/{sid}/term?token={server.token}")
     try:
         sock.settimeout(30)
@@ -651,8 +665,13 @@ def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
             ),
         )
         deadline = time.monotonic() + 120
-        while server.sessions()[0]["bytes_read"] < unread and time.monotonic() < deadline:
+
+        def bytes_read() -> int:  # this session's, by id: the list may hold another test's too
+            return next(s["bytes_read"] for s in server.sessions() if s["id"] == sid)
+
+        while bytes_read() < unread and time.monotonic() < deadline:
             time.sleep(0.2)  # read nothing while most of the flood leaves the pane
+        left_pane = bytes_read()
         received, resync, tail = 0, False, b""
         while time.monotonic() < deadline:
             opcode, payload = _read_frame(sock)
@@ -663,7 +682,8 @@ def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
                 resync = resync or json.loads(payload).get("resync", False)
             if b"flood-done" in tail and b"sh$" in tail[tail.rfind(b"flood-done") :]:
                 break
-        assert resync  # it was told to start over from the screen
+        # it was told to start over from the screen
+        assert resync, f"no resync: {left_pane:,} bytes had left the pane unread, {received:,} received"
         assert received < flood  # and did not get the whole flood (what it missed was dropped)
         assert "flood-done" in tail.decode(errors="replace")
     finally:

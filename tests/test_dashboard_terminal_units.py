@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from panewatch.api.routes_terminal import History, PaneTerm, repaint
-from panewatch.engine import prompt_reacted
+from panewatch.engine._guard import prompt_reacted
 from panewatch.prompts import read_prompt
 from panewatch.screen import Screen
+
+pytestmark = pytest.mark.unit
 
 CAPTURES = Path(__file__).resolve().parent.parent / "fixtures" / "claude" / "2.1.332"
 

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from engine_support import memory_rig
 from live import live_server, next_event
 from panewatch.clock import ManualClock
-from panewatch.events import Desktop, Event, Notified
+from panewatch.engine.events import Desktop, Event, Notified
 from panewatch.notify import DESKTOP_BURST, Notifier, clean
 from panewatch_lab.loopback import Loopback
 
@@ -35,6 +35,7 @@ def desktop(n: Notifier, body: str, title: str = "", session: str = "s1", protoc
     )
 
 
+@pytest.mark.unit
 def test_a_desktop_notification_carries_its_protocol_text_and_source():
     got = []
     n = Notifier(clock=Clock(), wall=lambda: 5.0)
@@ -49,6 +50,7 @@ def test_a_desktop_notification_carries_its_protocol_text_and_source():
     assert untitled is not None and untitled.title == "pane (codex)"
 
 
+@pytest.mark.unit
 def test_a_pane_spamming_desktop_notifications_is_bounded_per_session():
     clock = Clock()
     n = Notifier(clock=clock, cooldown=30)
@@ -64,6 +66,7 @@ def test_a_pane_spamming_desktop_notifications_is_bounded_per_session():
     assert desktop(n, "build done") is not None, "a deleted session's history goes with it"
 
 
+@pytest.mark.unit
 def test_state_notifications_are_not_taken_by_the_desktop_bound():
     n = Notifier(clock=Clock())
     for i in range(DESKTOP_BURST + 2):
@@ -74,6 +77,7 @@ def test_state_notifications_are_not_taken_by_the_desktop_bound():
     assert note is not None and note.kind == "state"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "limit", "want"),
     [
@@ -93,6 +97,7 @@ async def settle(clock: ManualClock) -> None:
         clock.advance(0.1)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("backend", ["pyte", "ghostty"])
 async def test_the_engine_turns_osc_notifications_into_events_and_notifications(backend: str):
     if backend == "ghostty":
@@ -103,7 +108,7 @@ async def test_the_engine_turns_osc_notifications_into_events_and_notifications(
         engine = rig.engine
         events: list[Event] = []
         engine.subscribe(events.append)
-        sid, agent = rig.create(agent="codex")
+        sid, agent = await rig.create(agent="codex")
         agent.emit(b"\x1b]9;build done\x07\x1b]777;notify;Codex;Approval\tneeded \xe2\x80\xae!\x07hello\r\n")
         agent.emit(b"\x1b]99;i=1:p=title;Kitty\x1b\\")
         await settle(clock)
@@ -124,11 +129,14 @@ async def test_the_engine_turns_osc_notifications_into_events_and_notifications(
             ("osc99", ""),
         ], "the rest of the burst is dropped"
         assert notifier.suppressed == 20
-        assert "hello" in "\n".join(engine.screen(sid)["rows"])
-        explained = engine.explain(sid)["signals"]["out_of_band"]["notifications"]
-        assert explained[-1] == {"protocol": "osc9", "title": "", "body": "spam 29"}, "/explain keeps the last few"
+        assert "hello" in "\n".join((await engine.screen(sid)).rows)
+        explained = (await engine.explain(sid)).signals.out_of_band.notifications
+        assert explained[-1].model_dump() == {"protocol": "osc9", "title": "", "body": "spam 29"}, (
+            "/explain keeps the last few"
+        )
 
 
+@pytest.mark.integration
 async def test_a_real_pty_printf_osc9_reaches_a_webhook_and_the_state_stream():
     received: list[dict] = []
 

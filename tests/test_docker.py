@@ -62,6 +62,7 @@ def compose_cli() -> list[str] | None:
     return None
 
 
+@pytest.mark.integration
 def test_compose_file_passes_docker_compose_config():
     cli = compose_cli()
     if cli is None:
@@ -79,6 +80,7 @@ def test_compose_file_passes_docker_compose_config():
     assert r.returncode != 0 and "set a token" in r.stderr
 
 
+@pytest.mark.integration
 def test_compose_file_matches_the_compose_spec_schema(tmp_path):
     checker = tool("check-jsonschema")
     if checker is None:
@@ -94,6 +96,7 @@ def test_compose_file_matches_the_compose_spec_schema(tmp_path):
     assert r.returncode != 0  # the checker does refuse a wrong file
 
 
+@pytest.mark.integration
 def test_dockerfile_passes_hadolint():
     hadolint = tool("hadolint")
     if hadolint is None:
@@ -102,6 +105,7 @@ def test_dockerfile_passes_hadolint():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.unit
 def test_compose_facts():
     doc = yaml.safe_load(COMPOSE.read_text())
     svc = doc["services"]["panewatch"]
@@ -116,6 +120,7 @@ def test_compose_facts():
     assert "/healthz" in " ".join(svc["healthcheck"]["test"])
 
 
+@pytest.mark.unit
 def test_compose_cluster_profile():
     """`--profile cluster`: a NATS server with the shipped permissions, two nodes joined to it."""
     doc = yaml.safe_load(COMPOSE.read_text())
@@ -135,6 +140,7 @@ def test_compose_cluster_profile():
     assert "profiles" not in doc["services"]["panewatch"]  # the single server still starts by default
 
 
+@pytest.mark.unit
 def test_dockerfile_facts():
     ins = instructions()
     kinds = [k for k, _ in ins]
@@ -144,7 +150,7 @@ def test_dockerfile_facts():
     assert kinds.index("USER") < kinds.index("CMD")
     assert "/healthz" in dict(ins)["HEALTHCHECK"] and "curl" in dict(ins)["HEALTHCHECK"]
     assert dict(ins)["EXPOSE"] == "8765"
-    assert json.loads(dict(ins)["CMD"]) == ["panewatch", "serve", "--host", "0.0.0.0"]
+    assert json.loads(dict(ins)["CMD"]) == ["panewatch", "serve", "--host", "0.0.0.0", "--insecure-http"]
     assert json.loads(dict(ins)["ENTRYPOINT"])[0].endswith("tini")
     assert "ARG CLAUDE_CODE_VERSION=" in DOCKERFILE.read_text().splitlines()
     runs = " ".join(a for k, a in ins if k == "RUN")
@@ -158,6 +164,7 @@ def pip_install(text: str) -> list[str]:
     return re.findall(r"\bpip install((?: -{1,2}[\w-]+)*) '?\.(?:\[[\w,-]+\])?'?(?=\s|$|`)", text)
 
 
+@pytest.mark.unit
 def test_image_installs_the_package_as_the_readme_does():
     readme = (ROOT / "README.md").read_text()
     runs = " ".join(a for k, a in instructions() if k == "RUN")
@@ -169,6 +176,7 @@ def test_image_installs_the_package_as_the_readme_does():
     assert "PATH=/opt/panewatch/bin:$PATH" in DOCKERFILE.read_text()
 
 
+@pytest.mark.integration
 def test_the_files_the_image_copies_are_enough_to_install_it(tmp_path):
     """The Dockerfile's COPY lines, replayed into a folder, and its `pip install .` step run there
     (as a wheel build): the result must carry the manifests and the dashboard."""

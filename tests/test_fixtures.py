@@ -23,6 +23,8 @@ from panewatch.manifest import (
 from panewatch.screen import Screen
 from panewatch.tail import strip_tail
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 FOLDERS = find_folders(ROOT)
 FIXTURES: list[Fixture] = [fx for folder in FOLDERS for fx in load_folder(folder)]
@@ -44,10 +46,16 @@ def manifest_for(fx: Fixture) -> CompiledManifest:
     return manifest
 
 
+_SCREENS: dict[Path, Screen] = {}
+
+
 def screen_of(fx: Fixture) -> Screen:
-    screen = Screen(fx.truth.rows, fx.truth.cols)
-    screen.feed(fx.read())
-    return screen
+    """The capture fed to a (pyte) screen, once per capture: the tests here only read it."""
+    if fx.path not in _SCREENS:
+        screen = Screen(fx.truth.rows, fx.truth.cols)
+        screen.feed(fx.read())
+        _SCREENS[fx.path] = screen
+    return _SCREENS[fx.path]
 
 
 def test_there_are_claude_fixtures() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -17,8 +18,20 @@ from panewatch.fixtures import Fixture, default_root, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir, region_lines
 from panewatch.screen import Screen
 
+pytestmark = pytest.mark.unit
+
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
-AGENTS = {"gemini": "0.61.0", "codex": "0.171.0", "aider": "0.86.2"}
+AGENTS = {
+    "gemini": "0.61.0",
+    "codex": "0.171.0",
+    "aider": "0.86.2",
+    "opencode": "1.18.33",
+    "qwen": "0.24.4",
+    "copilot": "1.0.102",
+    "cline": "3.0.65",
+    "gptme": "0.35.1",
+    "continue": "1.5.47",
+}
 SIZES = {(32, 120), (24, 80), (50, 160)}
 #: What every agent's plan captures, in every one of its turns.
 WORKING = {"thinking", "streaming"}
@@ -41,10 +54,35 @@ REQUIRED = {
         "working": WORKING,
         "idle": IDLE | {"after-git-repo", "after-git-repo-default"},
     },
+    # the tool-calling agents (lab: mock_tools): a shell command and a file write, Esc mid-think
+    "opencode": {"blocked": {"bash", "write"}, "working": {"thinking", "tool"}, "idle": IDLE | {"interrupted"}},
+    "qwen": {"blocked": {"bash", "write"}, "working": {"thinking", "tool"}, "idle": IDLE | {"interrupted"}},
+    "copilot": {
+        "blocked": {"bash", "write", "trust-folder"},
+        "working": {"thinking", "tool"},
+        "idle": IDLE | {"interrupted", "after-trust"},
+    },
+    "cline": {
+        "blocked": {"bash", "write", "promo"},
+        "working": {"thinking", "tool"},
+        "idle": IDLE | {"interrupted", "after-promo"},
+    },
+    # Continue CLI: started with no config, it asks for an Anthropic API key
+    "continue": {
+        "blocked": {"bash", "write", "api-key"},
+        "working": {"thinking", "tool"},
+        "idle": IDLE | {"interrupted"},
+    },
+    # a line-mode CLI (PyPI): Ctrl+C mid-think; started with no conversation named, a picker
+    "gptme": {
+        "blocked": {"bash", "write", "picker"},
+        "working": {"thinking", "tool"},
+        "idle": IDLE | {"interrupted", "after-picker"},
+    },
 }
 
 #: The start-up dialogs: a first start waits for the user's decision before anything else.
-STARTUP = {"trust-folder", "auth", "api-key", "sign-in", "create-git-repo", "gitignore"}
+STARTUP = {"trust-folder", "auth", "api-key", "sign-in", "create-git-repo", "gitignore", "promo", "picker"}
 
 
 def _fixtures(agent: str) -> list[Fixture]:
@@ -54,10 +92,16 @@ def _fixtures(agent: str) -> list[Fixture]:
     return load_folder(folder)
 
 
+_SCREENS: dict[Path, Screen] = {}
+
+
 def _screen(fx: Fixture) -> Screen:
-    screen = Screen(fx.truth.rows, fx.truth.cols)
-    screen.feed(fx.read())
-    return screen
+    """The capture fed to a (pyte) screen, once per capture: the tests here only read it."""
+    if fx.path not in _SCREENS:
+        screen = Screen(fx.truth.rows, fx.truth.cols)
+        screen.feed(fx.read())
+        _SCREENS[fx.path] = screen
+    return _SCREENS[fx.path]
 
 
 def _verdict(fx: Fixture):
@@ -126,7 +170,7 @@ def test_gemini_titles_say_the_state_out_of_band() -> None:
     assert all(t.startswith("◇  Ready") for t in titles["idle"]), titles
 
 
-@pytest.mark.parametrize("agent", sorted(AGENTS))
+@pytest.mark.parametrize("agent", sorted(a for a in AGENTS if REQUIRED[a]["blocked"] & STARTUP))
 def test_startup_dialogs_are_blocked_by_the_screen_alone(agent: str) -> None:
     """A first start's dialogs (untrusted folder, no sign-in, Aider's git questions) wait for
     the user, and no title says so (Gemini's reads "◇  Ready", Codex sets none): only a screen
@@ -145,6 +189,10 @@ def test_startup_dialogs_are_blocked_by_the_screen_alone(agent: str) -> None:
             "api_key_dialog",
             "confirm_prompt",
             "confirm_prompt_wrapped",
+            "question_box",
+            "promo_notice",
+            "conversation_picker",
+            "api_key_prompt",
         }
 
 
@@ -157,3 +205,35 @@ def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
             assert re.match(r"^\[ [!.] \] Action Required", title), (fx.name, title)
         elif fx.truth.state == "idle":
             assert not re.match(r"^[\u2801-\u28ff]\s", title), (fx.name, title)
+
+
+def test_qwen_title_says_the_state_out_of_band() -> None:
+    """Qwen Code's title: ✳︎ while a confirmation waits, ◐︎ while a turn runs (each glyph with
+    U+FE0E, which Claude's idle ✳ has not), plain at idle; the manifest's title rules read it."""
+    fixtures = _fixtures("qwen")
+    assert fixtures
+    for fx in fixtures:
+        title = _screen(fx).title
+        if fx.truth.state == "blocked":
+            assert title.startswith("\u2733\ufe0e "), (fx.name, title)
+        elif fx.truth.state == "working":
+            assert title.startswith("\u25d0\ufe0e "), (fx.name, title)
+        else:
+            assert title.startswith("Qwen"), (fx.name, title)
+
+
+def test_gptme_title_says_the_state_out_of_band() -> None:
+    """gptme's title: ❓ while a tool waits for approval, 🤔 while the model is asked, ⌨️ at the
+    prompt, and no glyph at all while an approved tool runs (the screen's rule decides then)."""
+    fixtures = [fx for fx in _fixtures("gptme") if fx.truth.kind not in STARTUP]
+    assert fixtures
+    for fx in fixtures:
+        title = _screen(fx).title
+        if fx.truth.state == "blocked":
+            assert title.startswith("gptme - \u2753 waiting for confirmation"), (fx.name, title)
+        elif fx.truth.kind == "thinking":
+            assert title.startswith("gptme - \U0001f914 generating"), (fx.name, title)
+        elif fx.truth.kind == "tool":
+            assert title == "gptme - lab-session" and _verdict(fx).rule == "tool_running", (fx.name, title)
+        else:
+            assert title.startswith("gptme - \u2328\ufe0f waiting for input"), (fx.name, title)

@@ -1,5 +1,7 @@
-"""Issue 13, HTTP and headers: every request the review used to break the service, against a real
-uvicorn — no 5xx, no ghost session, and the session list and /ws/state keep working after each."""
+"""Issue 13, HTTP and headers: every request the review used to break the service — no 5xx, no
+ghost session, and the session list and /ws/state keep working after each. Validation and headers
+are checked in process on the memory host (``unit``); what happens on the wire (a body streamed
+past the limit, a raw handshake with a foreign Host) against a real uvicorn, or a real server."""
 
 from __future__ import annotations
 
@@ -13,12 +15,18 @@ import httpx
 import pytest
 
 from hardening_support import ServerProcess
-from live import TOKEN, live_server
+from live import TOKEN, live_server, memory_server
 
 
 @pytest.fixture
-async def live(tmp_path):
-    async with live_server(state_dir=tmp_path / "state") as server:
+async def live(tmp_path, request):
+    """The API on the memory host for a unit test, else behind a real uvicorn."""
+    unit = request.node.get_closest_marker("unit")
+    async with (
+        memory_server(state_dir=tmp_path / "state")
+        if unit
+        else live_server(socket=True, state_dir=tmp_path / "state") as server
+    ):
         yield server
 
 
@@ -59,9 +67,10 @@ UNENCODABLE_SESSIONS = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("body,reason", UNENCODABLE_SESSIONS, ids=[b for b, _ in UNENCODABLE_SESSIONS])
 async def test_unencodable_session_input_is_a_short_422_and_spawns_nothing(live, body, reason):
-    await live.create(command=["sleep", "30"])
+    await live.create(command=["agent"])
     r = await live.http.post("/api/sessions", **raw(body))
     assert r.status_code == 422, r.text
     # pydantic itself refuses some surrogates ("not a unicode string"); the rest are ours
@@ -70,8 +79,9 @@ async def test_unencodable_session_input_is_a_short_422_and_spawns_nothing(live,
     await still_healthy(live, sessions_before=1)
 
 
+@pytest.mark.unit
 async def test_writes_with_unencodable_text_are_refused(live):
-    s = await live.create(command=["bash", "--norc", "-c", "read -r x; sleep 30"], rows=6, cols=40)
+    s = await live.create(command=["agent"], rows=6, cols=40)
     for path, body in (
         (f"/api/sessions/{s['id']}/send", '{"text": "a\\ud800"}'),
         (f"/api/sessions/{s['id']}/answer", '{"keys": "\\udc80", "confirm": true}'),
@@ -81,12 +91,13 @@ async def test_writes_with_unencodable_text_are_refused(live):
     await still_healthy(live, sessions_before=1)
 
 
+@pytest.mark.unit
 async def test_a_hook_report_with_unencodable_or_huge_text_is_cleaned_not_fatal(live):
-    s = await live.create(command=["sleep", "30"])
+    s = await live.create(command=["agent"])
     token = live.engine.report_token(s["id"])
     auth = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
     url = f"/report?session={s['id']}"
-    async with httpx.AsyncClient(base_url=live.url) as c:
+    async with live.client() as c:
         r = await c.post(url, content=b'{"state": "idle", "detail": "\\ud800 tail"}', headers=auth)
         assert r.status_code == 202, r.text
         r = await c.post(
@@ -100,9 +111,10 @@ async def test_a_hook_report_with_unencodable_or_huge_text_is_cleaned_not_fatal(
     assert "\ufffd" in sessions[0]["why"]  # the surrogate became U+FFFD, the rest is kept
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path", ["/report?session={sid}", "/api/sessions", "/api/sessions/{sid}/send"])
 async def test_json_nested_30000_deep_is_a_422(live, path):
-    s = await live.create(command=["sleep", "30"])
+    s = await live.create(command=["agent"])
     token = live.engine.report_token(s["id"]) if path.startswith("/report") else TOKEN
     body = b"[" * 30000 + b"]" * 30000
     r = await live.http.post(
@@ -121,6 +133,7 @@ async def test_json_nested_30000_deep_is_a_422(live, path):
     await still_healthy(live, sessions_before=1)
 
 
+@pytest.mark.integration
 async def test_big_sends_are_refused_without_echoing_them(live):
     s = await live.create(command=["bash", "--norc", "-c", "read -r x; sleep 30"], rows=6, cols=40)
     status, _ = await asyncio.to_thread(
@@ -133,6 +146,7 @@ async def test_big_sends_are_refused_without_echoing_them(live):
     await still_healthy(live, sessions_before=1)
 
 
+@pytest.mark.integration
 async def test_host_allow_list_guards_against_dns_rebinding(live):
     async with httpx.AsyncClient(base_url=live.url) as c:
         for host in ("evil.example", "evil.example:80", "127.0.0.1.evil.example"):
@@ -159,17 +173,21 @@ async def test_host_allow_list_guards_against_dns_rebinding(live):
     assert status_line.split()[1] == b"403", status_line  # refused before the handshake
 
 
+@pytest.mark.unit
 async def test_configured_public_url_and_extra_hosts_are_allowed(tmp_path):
     async with (
-        live_server(state_dir=tmp_path / "s", public_url="https://pw.example.org/x", allowed_hosts=["box.lan"]) as live,
-        httpx.AsyncClient(base_url=live.url) as c,
+        memory_server(
+            state_dir=tmp_path / "s", public_url="https://pw.example.org/x", allowed_hosts=["box.lan"]
+        ) as live,
+        live.client() as c,
     ):
         for host, status in (("pw.example.org", 200), ("box.lan:8765", 200), ("other.lan", 421)):
             assert (await c.get("/healthz", headers={"Host": host})).status_code == status, host
 
 
+@pytest.mark.unit
 async def test_security_headers_on_the_page_the_api_and_refusals(live):
-    async with httpx.AsyncClient(base_url=live.url) as c:
+    async with live.client() as c:
         r = await c.get(f"/?token={TOKEN}", follow_redirects=True)  # follows to the page with the login cookie
         assert r.status_code == 200 and "<html" in r.text.lower()
         for resp in (
@@ -214,6 +232,7 @@ def _post_huge(port: int, path: str, headers: str, size: int) -> tuple[int, floa
     return int(answer.split()[1]), elapsed
 
 
+@pytest.mark.integration
 def test_unauthenticated_40mb_body_is_refused_before_it_is_read(tmp_path, capsys):
     server = ServerProcess(tmp_path / "state")
     try:
@@ -242,6 +261,7 @@ def test_unauthenticated_40mb_body_is_refused_before_it_is_read(tmp_path, capsys
         server.stop()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "spec",
     [
@@ -255,10 +275,11 @@ def test_unauthenticated_40mb_body_is_refused_before_it_is_read(tmp_path, capsys
 async def test_the_engine_alone_never_leaves_a_ghost(engine, spec):
     """Below the API's validation too: an argv or env the OS refuses is refused before any session
     exists (never a `working` one without a process, never a session the list cannot encode)."""
+    from engine_support import TESTER
+    from panewatch.engine import SessionSpec
     from panewatch.errors import InvalidRequest
-    from panewatch.session import SessionSpec
 
     with pytest.raises(InvalidRequest) as refused:
-        engine.create(SessionSpec(**spec))
+        await engine.create(SessionSpec(**spec), actor=TESTER)
     assert "NUL" in str(refused.value) or "encode" in str(refused.value) or "bad name" in str(refused.value)
-    assert engine.list() == [] and len(engine) == 0
+    assert await engine.list() == [] and len(engine) == 0

@@ -18,6 +18,8 @@ import pytest
 
 from hardening_support import ServerProcess
 
+pytestmark = pytest.mark.integration
+
 #: Examples per operation and the seed: bounded and reproducible (about half a minute here).
 MAX_EXAMPLES = 20
 SEED = 7

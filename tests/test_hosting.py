@@ -16,6 +16,7 @@ from panewatch.hosts.pty import PtyHost
 from panewatch.hosts.tmux import TmuxHost, tmux_usable
 
 
+@pytest.mark.unit
 def test_without_tmux_the_pty_host_is_chosen_and_said(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(hosting, "tmux_usable", lambda: "tmux is not installed (Debian: apt-get install tmux)")
     host, note = choose_host(None, tmp_path)
@@ -27,6 +28,7 @@ def test_without_tmux_the_pty_host_is_chosen_and_said(monkeypatch, tmp_path: Pat
     assert isinstance(host, PtyHost) and note is None
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
 def test_tmux_is_the_default_where_usable(tmp_path: Path) -> None:
     h = open_hosting(state_dir=tmp_path / "s", pane_host=None, token=None)
@@ -37,6 +39,7 @@ def test_tmux_is_the_default_where_usable(tmp_path: Path) -> None:
         h.registry.close()
 
 
+@pytest.mark.integration
 def test_serve_asking_for_tmux_without_it_is_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANEWATCH_")}
     env["PATH"] = str(Path(sys.executable).parent)  # python, but no tmux

@@ -21,6 +21,8 @@ from panewatch.report_socket import REPORT_COMMAND
 from panewatch.resume import agent_session_id
 from panewatch.states import State
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hooks"
 
 #: What each captured payload must read as, in order (None: not about the pane's state).
@@ -107,6 +109,19 @@ def test_codex_launch_adds_each_hook_and_trusts_exactly_those() -> None:
         assert f'"/<session-flags>/config.toml:{event_label(event)}:0:0"' in values[-1]
         assert trusted_hash(event) in values[-1]
     assert event_label("UserPromptSubmit") == "user_prompt_submit"
+
+
+def test_a_launch_behind_known_wrappers_gets_its_hooks_at_the_end() -> None:
+    # `sudo -u agent -- claude`: what is appended is still the agent's own argv, so its hooks
+    # report (and its conversation id makes it resumable); a script or `bash -c` gets none
+    wrapped = ["sudo", "-u", "agent", "--", "claude", "--permission-mode", "plan"]
+    argv, _ = hooked(INTEGRATIONS["claude"], ["claude"], wrapped, {"PATH": os.environ.get("PATH", "")})
+    assert argv[: len(wrapped)] == wrapped and argv[len(wrapped)] == "--settings"
+    codex = ["env", "RUST_LOG=warn", "codex", "-s", "read-only"]
+    assert INTEGRATIONS["codex"].launch_args(codex, ["codex"], {}) == codex_overrides()
+    assert INTEGRATIONS["claude"].launch_args(["bash", "-c", "claude"], ["claude"], {}) == []
+    # another user's Gemini reads its own home: no overlay of ours (it could not read it)
+    assert GeminiIntegration().launch_env(["runuser", "-u", "agent", "--", "gemini"], ["gemini"], {}) == {}
 
 
 def test_codex_trust_hash_is_codexs_own() -> None:

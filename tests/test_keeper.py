@@ -8,23 +8,22 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine_support import memory_rig
+import pytest
+
+from engine_support import TESTER, fast, memory_rig
 from panes_support import IDLE, PROMPT
-from panewatch.engine import Engine
+from panewatch.engine import Engine, SessionSpec
+from panewatch.engine._keeper import STATE_SAVE_S
+from panewatch.errors import Conflict, InvalidRequest
+from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneSink
+from panewatch.hosts.memory import MemoryHandle, MemoryHost
 from panewatch.hosts.pty import PtyHost
-from panewatch.keeper import STATE_SAVE_S, Keeper
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.registry import Registry, hash_token
-from panewatch.session import SessionSpec
 
 
-def engine(state: Path) -> Engine:
-    return Engine(
-        ManifestStore.from_dirs(bundled_manifest_dir()),
-        host=PtyHost(),
-        sweep_ms=50,
-        keeper=Keeper(Registry.in_state_dir(state)),
-    )
+def engine(registry: Registry) -> Engine:
+    return Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=PtyHost(), options=fast(), registry=registry)
 
 
 async def until(check, timeout: float = 10.0) -> None:
@@ -34,65 +33,177 @@ async def until(check, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.integration
 async def test_pty_sessions_come_back_lost_or_exited_with_their_screen(tmp_path: Path) -> None:
-    first = engine(tmp_path)
+    registry = Registry.in_state_dir(tmp_path)
+    first = engine(registry)
     await first.start()
-    live = first.create(SessionSpec(command=[sys.executable, "-c", "print('STILL-HERE'); input()"], name="live"))
-    done = first.create(SessionSpec(command=["sh", "-c", "echo GONE-NOW; exit 5"], name="done"))
-    await until(lambda: "STILL-HERE" in "\n".join(first.screen(live["id"])["rows"]))
-    await until(lambda: first.get(done["id"])["state"] == "exited")
-    await until(lambda: first.get(live["id"])["state"] == "idle")
+    command = [sys.executable, "-c", "print('STILL-HERE'); input()"]
+    live = await first.create(SessionSpec(command=command, name="live"), actor=TESTER)
+    done = await first.create(SessionSpec(command=["sh", "-c", "echo GONE-NOW; exit 5"], name="done"), actor=TESTER)
+    await until(lambda: "STILL-HERE" in "\n".join(first.screen_now(live.id).rows))
+    await until(lambda: first.info(done.id).state == "exited")
+    # (a program no manifest names reads "starting" under the generic manifest's start-up window)
     await asyncio.sleep(2.5)  # the screens are saved every 2 s
-    token = first.report_token(live["id"])
-    record = first.keeper.registry.get(live["id"])
+    token = first.report_token(live.id)
+    record = registry.get(live.id)
     assert record.token_hash == hash_token(token) and record.host_kind == "pty" and record.host_ref
     # the server is killed: nothing more reaches the registry, the agents are left behind
-    first.keeper.close()
-    first.keeper = None
+    registry.close()
 
-    second = engine(tmp_path)
+    reopened = Registry.in_state_dir(tmp_path)
+    second = engine(reopened)
     await second.start()
     try:
-        by_name = {s["name"]: s for s in second.list()}
-        assert by_name["live"]["id"] == live["id"] and by_name["live"]["state"] == "lost"
-        assert "end with the server" in by_name["live"]["why"]
-        assert "STILL-HERE" in "\n".join(second.screen(live["id"])["rows"])
-        assert (by_name["done"]["state"], by_name["done"]["exit_code"]) == ("exited", 5)
-        assert "GONE-NOW" in "\n".join(second.screen(done["id"])["rows"])
-        assert second.report_token_matches(live["id"], token)  # the kept hash checks the old token
-        assert not second.report_token_matches(live["id"], "wrong")
-        await second.delete(done["id"])
-        assert second.keeper.registry.get(done["id"]) is None
+        by_name = {s.name: s for s in await second.list()}
+        assert by_name["live"].id == live.id and by_name["live"].state == "lost"
+        assert "end with the server" in by_name["live"].why
+        assert "STILL-HERE" in "\n".join((await second.screen(live.id)).rows)
+        assert (by_name["done"].state, by_name["done"].exit_code) == ("exited", 5)
+        assert "GONE-NOW" in "\n".join((await second.screen(done.id)).rows)
+        assert second.report_token_matches(live.id, token)  # the kept hash checks the old token
+        assert not second.report_token_matches(live.id, "wrong")
+        await second.delete(done.id, actor=TESTER)
+        assert reopened.get(done.id) is None
     finally:
         await second.stop()
         await first.stop()
 
 
+@pytest.mark.unit
 async def test_state_changes_reach_the_registry_together_within_state_save_s(tmp_path: Path) -> None:
     # a state change is not a write of its own on the engine's read path: it waits, at most
     # STATE_SAVE_S, for the others, and all go in one transaction; stopping writes what is left
-    keeper = Keeper(Registry.in_state_dir(tmp_path))
+    registry = Registry.in_state_dir(tmp_path)
     writes: list[int] = []
-    update_many = keeper.registry.update_many
-    keeper.registry.update_many = lambda rows: (writes.append(len(rows)), update_many(rows))[1]  # type: ignore[method-assign]
-    async with memory_rig(keeper=keeper) as rig:
-        a, agent_a = rig.create()
-        b, agent_b = rig.create()
+    update_many = registry.update_many
+    registry.update_many = lambda rows: (writes.append(len(rows)), update_many(rows))[1]  # type: ignore[method-assign]
+    async with memory_rig(registry=registry) as rig:
+        a, agent_a = await rig.create()
+        b, agent_b = await rig.create()
         await rig.settle(0.2)
         flushed = len(writes)
         agent_a.emit(PROMPT)
         agent_b.exit(3)
         await rig.settle(0.2)
-        assert rig.engine.get(a)["state"] == "blocked" and rig.engine.get(b)["state"] == "exited"
+        assert (await rig.engine.get(a)).state == "blocked" and (await rig.engine.get(b)).state == "exited"
         assert len(writes) == flushed  # not yet: both wait for the flush
-        assert keeper.registry.get(b).state != "exited"
+        assert registry.get(b).state != "exited"
         await rig.settle(STATE_SAVE_S)
         assert writes[flushed:] == [2]  # both sessions, one transaction
-        assert keeper.registry.get(a).state == "blocked"
-        assert (keeper.registry.get(b).state, keeper.registry.get(b).exit_code) == ("exited", 3)
-        assert "Do you want to proceed?" in keeper.registry.get(a).last_screen
+        assert registry.get(a).state == "blocked"
+        assert (registry.get(b).state, registry.get(b).exit_code) == ("exited", 3)
+        assert "Do you want to proceed?" in registry.get(a).last_screen
         agent_a.emit(IDLE)
         await rig.settle(0.2)
     # the engine stopped before the flush was due: what was left was written on the way out
     reopened = Registry.in_state_dir(tmp_path)
-    assert reopened.get(a).state == rig.engine.get(a)["state"] != "blocked"
+    assert reopened.get(a).state == rig.engine.info(a).state != "blocked"
+
+
+class AnyProgramHost(MemoryHost):
+    """The memory host, whatever the argv: the test is the agent, and what matters is the launch."""
+
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+        handle = MemoryHandle(spec, sink, self._loop)
+        self.handles[spec.session] = handle
+        return handle
+
+
+def memory_engine(registry: Registry, host: MemoryHost) -> Engine:
+    return Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=host, registry=registry)
+
+
+async def lost_after_restart(
+    tmp_path: Path, spec: SessionSpec, conversation: str
+) -> tuple[Engine, AnyProgramHost, str]:
+    """A session launched as ``spec`` that reported ``conversation``, then the server killed and a
+    new one started on the same registry (the memory host keeps nothing: it is lost there)."""
+    registry = Registry.in_state_dir(tmp_path)
+    first = memory_engine(registry, AnyProgramHost())
+    await first.start()
+    sid = (await first.create(spec, actor=TESTER)).id
+    first.report(sid, {"hook_event_name": "SessionStart", "session_id": conversation})
+    keeper = first._p.keeper
+    assert keeper is not None
+    keeper.close()  # killed: nothing more reaches the registry
+    await first.stop()
+    host = AnyProgramHost()
+    second = memory_engine(Registry.in_state_dir(tmp_path), host)
+    await second.start()
+    assert second.info(sid).state == "lost"
+    return second, host, sid
+
+
+@pytest.mark.unit
+async def test_a_new_name_is_kept_across_a_restart_and_a_blank_one_is_refused(tmp_path: Path) -> None:
+    first = memory_engine(Registry.in_state_dir(tmp_path), AnyProgramHost())
+    await first.start()
+    try:
+        sid = (await first.create(SessionSpec(command=["sh"], name="old-name"), actor=TESTER)).id
+        seen: list[dict] = []
+        first.subscribe(lambda event: seen.append(event.as_dict()) if event.type == "renamed" else None)
+        renamed = await first.rename(sid, "  build\x1b[31m fix  ", actor=TESTER)
+        assert renamed.name == "build[31m fix", "controls go, the ends are trimmed"
+        assert seen == [{"type": "renamed", "session": renamed.model_dump(mode="json")}]
+        with pytest.raises(InvalidRequest, match="visible character"):
+            await first.rename(sid, " \x07 ", actor=TESTER)
+        assert (await first.get(sid)).name == "build[31m fix"
+    finally:
+        await first.stop()
+    second = memory_engine(Registry.in_state_dir(tmp_path), AnyProgramHost())
+    await second.start()
+    try:
+        assert (await second.get(sid)).name == "build[31m fix"
+    finally:
+        await second.stop()
+
+
+@pytest.mark.unit
+async def test_a_lost_session_resumes_its_launch_its_wrapper_flags_and_env_after_a_restart(tmp_path: Path) -> None:
+    launched = ["env", "LAB_MARK=1", "claude", "--permission-mode", "plan", "--disallowedTools", "Bash"]
+    spec = SessionSpec(agent="claude", command=launched, env={"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"})
+    engine, host, sid = await lost_after_restart(tmp_path, spec, "conv-77")
+    try:
+        record = Registry.in_state_dir(tmp_path).get(sid)
+        # what the registry keeps for it: the launch before the hooks, and only the user's env
+        assert record is not None and record.launched == launched
+        assert record.env == {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+        assert record.command[: len(launched)] == launched and record.command[len(launched)] == "--settings"
+        resume = engine.info(sid).resume
+        assert resume is not None and (resume.possible, resume.why) == (True, None)
+
+        info = await engine.resume(sid, actor=TESTER)
+        argv = list(host.handles[sid].spec.argv)
+        assert argv[: len(launched) + 2] == [*launched, "--resume", "conv-77"]
+        assert argv[len(launched) + 2] == "--settings", "fresh hooks after the resume arguments"
+        assert info.command == argv and info.state != "lost"
+        env = host.handles[sid].spec.env
+        assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9" and env["PANEWATCH_SESSION"] == sid
+        # resumed twice (lost again): the same launch again, never a second --resume
+        parts, session = engine._p, engine._p.table.get(sid)
+        assert parts.restorer is not None and session is not None
+        assert parts.restorer._resume_argv(session).count("--resume") == 1
+    finally:
+        await engine.stop()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        (["bash", "-c", "claude --permission-mode plan"], "runs 'bash', not the claude agent"),
+        (["claude", "--brand-new", "x"], "does not know the option --brand-new"),
+    ],
+)
+async def test_a_lost_card_says_what_the_409_says(tmp_path: Path, command: list[str], why: str) -> None:
+    engine, host, sid = await lost_after_restart(tmp_path, SessionSpec(agent="claude", command=command), "conv-8")
+    try:
+        offer = engine.info(sid).resume
+        assert offer is not None and offer.possible is False and offer.why is not None and why in offer.why
+        with pytest.raises(Conflict) as refused:
+            await engine.resume(sid, actor=TESTER)
+        assert str(refused.value) == offer.why
+        assert sid not in host.handles and engine.info(sid).state == "lost"  # nothing started
+    finally:
+        await engine.stop()

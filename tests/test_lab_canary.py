@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from panewatch_lab.canary import Row, table
+
+pytestmark = pytest.mark.unit
 
 
 def test_drift_is_named_and_the_table_has_every_size() -> None:

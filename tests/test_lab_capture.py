@@ -51,6 +51,7 @@ def reply(rid: int, step: str, status: str = "complete", stop: str = "end_turn",
 
 
 # -- the plan ------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_bundled_plan_has_every_required_kind() -> None:
     plan = load_plan()
     names = {c.name for c in plan.capture}
@@ -76,6 +77,7 @@ def test_bundled_plan_has_every_required_kind() -> None:
         assert spec.screen and spec.mock.turn
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "step",
     [
@@ -91,6 +93,7 @@ def test_bad_steps_are_refused(step: dict) -> None:
         Step.model_validate(step)
 
 
+@pytest.mark.unit
 def test_plan_refuses_a_kind_twice_and_bad_regexes() -> None:
     spec = {"kind": "x", "state": "idle", "note": "n", "screen": ["a"], "mock": {"turn": "none"}}
     with pytest.raises(ValidationError, match="named twice"):
@@ -100,6 +103,7 @@ def test_plan_refuses_a_kind_twice_and_bad_regexes() -> None:
 
 
 # -- the mock's log ------------------------------------------------------------------------
+@pytest.mark.unit
 def test_mock_turn_reads_the_last_main_request() -> None:
     assert mock_turn([]) == ("none", None, None)
     records = [req(1, "think")]
@@ -116,6 +120,7 @@ def test_mock_turn_reads_the_last_main_request() -> None:
     assert mock_turn(records)[:2] == ("cancelled", "think")
 
 
+@pytest.mark.unit
 def test_check_mock_reports_each_disagreement() -> None:
     records = [req(1, "sleep"), reply(1, "sleep", stop="tool_use", mono=100.0)]
     assert check_mock(MockTruth(turn="tool", step="sleep", within=4.0), records, now=102.0) == []
@@ -125,6 +130,7 @@ def test_check_mock_reports_each_disagreement() -> None:
     assert "at least" in check_mock(MockTruth(turn="tool", older=5.5), records, now=101.0)[0]
 
 
+@pytest.mark.unit
 def test_check_screen_needs_every_regex_and_none_of_the_others() -> None:
     spec = CaptureSpec(
         kind="k",
@@ -144,6 +150,7 @@ def truth(file: str, state: str = "idle", kind: str = "k") -> FixtureTruth:
     return FixtureTruth(file=file, state=state, rows=24, cols=80, kind=kind, note='with "quotes" · and ❯')
 
 
+@pytest.mark.unit
 def test_write_folder_round_trips_and_replaces_stale_files(tmp_path: Path) -> None:
     folder = tmp_path / "claude" / "9.9.9"
     folder.mkdir(parents=True)
@@ -168,6 +175,7 @@ def test_write_folder_round_trips_and_replaces_stale_files(tmp_path: Path) -> No
 
 
 # -- real captures -------------------------------------------------------------------------
+@pytest.mark.live
 @needs_claude
 def test_a_real_capture_is_cut_when_both_witnesses_agree() -> None:
     plan = load_plan()
@@ -179,6 +187,7 @@ def test_a_real_capture_is_cut_when_both_witnesses_agree() -> None:
     assert b"\x1b[?1049h" in captured.data, "from the CLI's start: the switch to the alternate screen is in it"
 
 
+@pytest.mark.live
 @needs_claude
 def test_a_capture_whose_label_the_screen_contradicts_is_refused() -> None:
     """Label a permission dialog as idle: the screen and the mock's log both disagree, so no

@@ -15,7 +15,7 @@ from claude_support import API_KEY, CLAUDE, NEEDS_CLAUDE, mock_api
 from panewatch_lab.claude_env import claude_argv, prepare_home
 from panewatch_lab.pty_session import PtySession
 
-pytestmark = [pytest.mark.slow, NEEDS_CLAUDE]
+pytestmark = [pytest.mark.live, NEEDS_CLAUDE]
 
 IDLE = "? for shortcuts"
 #: Keys sent within ~150 ms of a dialog's first bytes are dropped by 2.1.332 (notes/lab.md).

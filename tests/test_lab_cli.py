@@ -20,6 +20,7 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.unit
 def test_usage_lists_every_command_and_unknown_ones_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
@@ -29,6 +30,7 @@ def test_usage_lists_every_command_and_unknown_ones_exit_2(capsys: pytest.Captur
     assert set(COMMANDS) >= {"mock-api", "fake-agent", "capture"}
 
 
+@pytest.mark.unit
 def test_sizes_parse_and_bad_ones_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert parse_sizes("32x120, 24X80") == [(32, 120), (24, 80)]
     assert main(["capture", "--sizes", "32by120", "--list"]) == 2
@@ -36,6 +38,7 @@ def test_sizes_parse_and_bad_ones_are_usage_errors(capsys: pytest.CaptureFixture
     assert main(["capture", "--sizes", "3x120", "--list"]) == 2
 
 
+@pytest.mark.unit
 def test_capture_list_and_unknown_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capture", "--list"]) == 0
     listed = capsys.readouterr().out.split()
@@ -44,6 +47,7 @@ def test_capture_list_and_unknown_kinds(capsys: pytest.CaptureFixture[str]) -> N
     assert "unknown kind(s) ['no-such-kind']" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_fake_agent_passes_its_options_through() -> None:
     r = run("fake-agent", "--seed", "7", "--plan", "2")
     assert r.returncode == 0, r.stderr
@@ -53,6 +57,7 @@ def test_fake_agent_passes_its_options_through() -> None:
     assert r.returncode == 0 and "panewatch lab fake-agent" in r.stdout
 
 
+@pytest.mark.integration
 def test_mock_api_serves_and_logs(tmp_path: Path) -> None:
     log = tmp_path / "mock.jsonl"
     with mock_api("basic", log, program=(sys.executable, "-m", "panewatch", "lab", "mock-api")) as url:

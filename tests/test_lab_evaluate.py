@@ -17,16 +17,19 @@ TRUTH = segments([(0, "idle"), (10, "working"), (20, "blocked"), (25, "working")
 
 
 # -- step functions ----------------------------------------------------------------------------
+@pytest.mark.unit
 def test_segments_merge_repeats_and_drop_empty_steps() -> None:
     got = segments([(0, "idle"), (1, "idle"), (2, "working"), (2, "blocked"), (3, "idle")], 5)
     assert got == [Segment(0, 2, "idle"), Segment(2, 3, "blocked"), Segment(3, 5, "idle")]
 
 
+@pytest.mark.unit
 def test_positive_runs_are_the_true_stretches() -> None:
     assert positive_runs([(0, False), (1, True), (2, True), (3, False), (4, True)], 6) == [(1, 3), (4, 6)]
 
 
 # -- latency, misses, persistence ---------------------------------------------------------------
+@pytest.mark.unit
 def test_latency_and_persistence_of_a_caught_prompt() -> None:
     s = score(TRUTH, [(20.3, 25.4)])
     assert [p.latency for p in s.prompts] == [pytest.approx(0.3)]
@@ -34,12 +37,14 @@ def test_latency_and_persistence_of_a_caught_prompt() -> None:
     assert s.missed == 0 and s.alarms == []
 
 
+@pytest.mark.unit
 def test_a_detector_silent_during_the_prompt_missed_it() -> None:
     s = score(TRUTH, [(12, 13), (26, 27)])  # loud at the wrong times only
     assert s.missed == 1 and s.median_latency is None and s.mean_persistence is None
     assert s.false_alarms("working") == (2, pytest.approx(2.0))
 
 
+@pytest.mark.unit
 def test_median_and_max_over_several_prompts() -> None:
     truth = segments(
         [
@@ -58,6 +63,7 @@ def test_median_and_max_over_several_prompts() -> None:
     assert s.mean_persistence == 0
 
 
+@pytest.mark.unit
 def test_persistence_runs_on_across_later_prompts_and_is_no_false_alarm() -> None:
     # the byte tail: the erased prompt stays in the last 8 KB until new output pushes it out
     truth = segments(
@@ -79,6 +85,7 @@ def test_persistence_runs_on_across_later_prompts_and_is_no_false_alarm() -> Non
 
 
 # -- false alarms -------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_false_alarms_are_split_by_the_true_state_one_episode_per_segment() -> None:
     s = score(TRUTH, [(8, 12), (20, 25), (33, 36)])  # idle→working across t=10, then idle
     assert s.false_alarms("idle") == (2, pytest.approx(5.0))
@@ -86,24 +93,28 @@ def test_false_alarms_are_split_by_the_true_state_one_episode_per_segment() -> N
     assert s.missed == 0
 
 
+@pytest.mark.unit
 def test_a_quiet_timer_firing_exactly_at_the_answer_is_a_false_alarm_not_persistence() -> None:
     s = score(TRUTH, [(20.5, 25), (25, 26)])  # two runs that touch: only one crossed the answer
     assert s.mean_persistence == 0
     assert s.false_alarms("working") == (1, pytest.approx(1.0))
 
 
+@pytest.mark.unit
 def test_a_short_lead_before_the_prompt_is_negative_latency_not_a_false_alarm() -> None:
     s = score(TRUTH, [(19.9, 25)])  # e.g. the CLI's PermissionRequest hook, just before the dialog
     assert s.prompts[0].latency == pytest.approx(-0.1)
     assert s.alarms == [] and len(s.early) == 1
 
 
+@pytest.mark.unit
 def test_a_long_lead_is_a_false_alarm_and_the_prompt_counts_as_caught_at_once() -> None:
     s = score(TRUTH, [(18, 25)])
     assert s.prompts[0].latency == 0
     assert s.false_alarms("working") == (1, pytest.approx(2.0)) and s.early == []
 
 
+@pytest.mark.unit
 def test_no_prompts_at_all() -> None:
     truth = segments([(0, "idle"), (5, "working")], 10)
     s = score(truth, [(6, 7)])
@@ -111,6 +122,7 @@ def test_no_prompts_at_all() -> None:
 
 
 # -- truth for the real CLI ---------------------------------------------------------------------
+@pytest.mark.unit
 def test_claude_truth_gates_the_dialog_on_the_tool_the_model_asked_for() -> None:
     records = [
         {"k": "watch", "t": 1.0, "v": ["idle"]},
@@ -161,6 +173,7 @@ def test_claude_truth_gates_the_dialog_on_the_tool_the_model_asked_for() -> None
     assert claude_truth(records) == [(1.0, "idle"), (2.0, "working"), (3.1, "blocked"), (7.0, "working"), (7.4, "idle")]
 
 
+@pytest.mark.unit
 def test_claude_truth_ignores_dialog_text_without_a_tool_use_reply() -> None:
     records = [
         {"k": "watch", "t": 1.0, "v": ["idle"]},
@@ -186,6 +199,7 @@ def _manifest(agent: str = "fake"):
     return m
 
 
+@pytest.mark.unit
 def test_shadow_detectors_read_a_drawn_prompt_and_the_quiet_timers() -> None:
     d = ShadowDetectors(_manifest(), 12, 80, sweep_s=0.7)
     d.read(0.0)
@@ -198,6 +212,7 @@ def test_shadow_detectors_read_a_drawn_prompt_and_the_quiet_timers() -> None:
     assert later["screen_sweep"] == "blocked" and later["quiet_0.5"] is True and later["quiet_1"] is False
 
 
+@pytest.mark.unit
 def test_screen_watch_needs_every_text_of_a_name() -> None:
     w = ScreenWatch({"dialog": ("proceed?", "Esc to cancel")}, 10, 60, backend="pyte")
     assert w.feed(b"Do you want to proceed?\r\n") is None
@@ -205,6 +220,7 @@ def test_screen_watch_needs_every_text_of_a_name() -> None:
     assert w.feed(b"\x1b[2J") == frozenset()
 
 
+@pytest.mark.unit
 def test_process_samples_grouped_by_truth() -> None:
     samples = [
         {
@@ -261,6 +277,7 @@ def _records() -> list[dict]:
     return out
 
 
+@pytest.mark.unit
 def test_analysis_of_a_synthetic_log_scores_the_service_of_its_own_session_only() -> None:
     a = analyze(_records())
     assert [p.seconds for p in a.prompts] == [5]
@@ -271,6 +288,7 @@ def test_analysis_of_a_synthetic_log_scores_the_service_of_its_own_session_only(
     assert a.row("quiet_0.5").score.false_alarms("working") == (1, pytest.approx(2.0))
 
 
+@pytest.mark.unit
 def test_report_has_every_detector_row_and_keeps_hand_written_notes() -> None:
     a = analyze(_records())
     notes = "<!-- notes:begin -->\nwhy the tail missed\n<!-- notes:end -->"
@@ -283,6 +301,7 @@ def test_report_has_every_detector_row_and_keeps_hand_written_notes() -> None:
 
 
 # -- the whole thing, live ----------------------------------------------------------------------
+@pytest.mark.integration
 def test_tiny_live_evaluation_end_to_end(tmp_path, capsys) -> None:
     """Fake agent at 20x speed, 2 tasks that each ask (seed 7), short bot delays: every table row.
 
@@ -340,6 +359,7 @@ def test_tiny_live_evaluation_end_to_end(tmp_path, capsys) -> None:
     assert (again / "claude-2.1.332.md").exists()
 
 
+@pytest.mark.unit
 def test_panewatch_lab_dispatches_evaluate(capsys) -> None:
     from panewatch_lab import cli
 

@@ -103,6 +103,7 @@ def prompt_bytes(raw: bytes) -> bytes:
     return raw[start : end + len(b"amend")]
 
 
+@pytest.mark.integration
 def test_idle_screen_process_name_and_read_blocking(start: Any) -> None:
     agent = start(seed=1)
     lines = agent.s.text().split("\n")
@@ -118,6 +119,7 @@ def test_idle_screen_process_name_and_read_blocking(start: Any) -> None:
     assert agent.states()[0]["state"] == "idle"
 
 
+@pytest.mark.integration
 def test_states_in_the_side_file_follow_the_seeded_plan(start: Any) -> None:
     seed, speed, turns = 5, 20.0, 3
     expected_plan = plan(seed, turns, speed, question_prob=0.5)
@@ -152,6 +154,7 @@ def test_states_in_the_side_file_follow_the_seeded_plan(start: Any) -> None:
     assert all(abs(r["wall"] - time.time()) < 60 for r in records)
 
 
+@pytest.mark.integration
 def test_prompt_has_no_line_feeds_and_places_words_with_cha(start: Any) -> None:
     speed = 20.0
     seed = seed_where(lambda t: t.steps[0].asks and t.steps[0].tool["name"] == "Bash", speed)
@@ -170,6 +173,7 @@ def test_prompt_has_no_line_feeds_and_places_words_with_cha(start: Any) -> None:
         assert expected in text
 
 
+@pytest.mark.integration
 def test_answering_erases_the_prompt_ink_style(start: Any) -> None:
     speed = 20.0
     seed = seed_where(lambda t: t.steps[0].asks, speed)
@@ -188,6 +192,7 @@ def test_answering_erases_the_prompt_ink_style(start: Any) -> None:
     assert up >= 9 and rows_before > up
 
 
+@pytest.mark.integration
 def test_declining_ends_the_turn_and_goes_idle(start: Any) -> None:
     speed = 20.0
     seed = seed_where(lambda t: t.steps[0].asks and len(t.steps) > 1, speed)
@@ -201,6 +206,7 @@ def test_declining_ends_the_turn_and_goes_idle(start: Any) -> None:
     assert agent.s.wait_for("Interrupted · What should Claude do instead?", 2)
 
 
+@pytest.mark.integration
 def test_keys_typed_before_the_prompt_are_dropped(start: Any) -> None:
     speed = 4.0  # thinks for at least 125 ms before the first tool call
     seed = seed_where(lambda t: t.steps[0].asks, speed)
@@ -215,6 +221,7 @@ def test_keys_typed_before_the_prompt_are_dropped(start: Any) -> None:
     agent.wait_state("working", 2)
 
 
+@pytest.mark.integration
 def test_spinner_is_redrawn_in_place_at_ten_hertz(start: Any) -> None:
     speed = 1.0
     seed = seed_where(lambda t: 0.8 <= t.think_seconds <= 1.5, speed)
@@ -233,6 +240,7 @@ def test_spinner_is_redrawn_in_place_at_ten_hertz(start: Any) -> None:
     assert 50 <= sizes[len(sizes) // 2] <= 75, sizes
 
 
+@pytest.mark.integration
 def test_same_seed_same_plan_from_the_command_line() -> None:
     def run(seed: int) -> str:
         argv = [sys.executable, "-m", "panewatch_lab.fake_agent", "--seed", str(seed), "--plan", "5"]
@@ -245,6 +253,7 @@ def test_same_seed_same_plan_from_the_command_line() -> None:
     assert len(turns) == 5 and all(1 <= len(t["steps"]) <= 3 for t in turns)
 
 
+@pytest.mark.unit
 def test_place_words_wraps_and_never_writes_spaces_between_words() -> None:
     rows = fake_agent.place_words("Yes, and always allow access to /tmp/x from this project", 7, 30)
     assert len(rows) == 3

@@ -7,12 +7,15 @@ import threading
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from panewatch_lab.loopback import Loopback, LoopbackServer, free_port
+
+pytestmark = pytest.mark.integration
 
 
 class TurnLog:

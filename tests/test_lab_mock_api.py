@@ -153,6 +153,7 @@ def names(events: list[tuple[float, str, dict[str, Any]]]) -> list[str]:
     return [name for _, name, _ in events]
 
 
+@pytest.mark.integration
 async def test_text_reply_streams_events_in_api_order(served: Served) -> None:
     events = await sse(served.client, body(user("task:hello")))
     seq = names(events)
@@ -167,6 +168,7 @@ async def test_text_reply_streams_events_in_api_order(served: Served) -> None:
     assert events[-2][2]["delta"]["stop_reason"] == "end_turn"
 
 
+@pytest.mark.integration
 async def test_tool_use_input_is_assembled_from_json_deltas(served: Served) -> None:
     events = await sse(served.client, body(user("task:bash please")))
     starts = [d for _, n, d in events if n == "content_block_start"]
@@ -185,6 +187,7 @@ async def test_tool_use_input_is_assembled_from_json_deltas(served: Served) -> N
     assert stops == [0, 1]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("messages", "step"),
     [
@@ -218,12 +221,14 @@ async def test_step_is_chosen_from_the_conversation(served: Served, messages: li
     assert requests[-1]["step"] == step
 
 
+@pytest.mark.integration
 async def test_tool_input_paths_use_the_cli_working_directory(served: Served) -> None:
     events = await sse(served.client, body(user("task:write")))
     raw = "".join(d["delta"]["partial_json"] for _, n, d in events if n == "content_block_delta")
     assert json.loads(raw)["file_path"] == "/work/proj/notes.txt"
 
 
+@pytest.mark.integration
 async def test_time_to_first_token_is_filled_with_pings(served: Served) -> None:
     t0 = time.monotonic()
     events = await sse(served.client, body(user("task:slow")))
@@ -233,6 +238,7 @@ async def test_time_to_first_token_is_filled_with_pings(served: Served) -> None:
     assert events[first_block][0] - t0 >= 0.33
 
 
+@pytest.mark.integration
 async def test_chunks_are_paced(served: Served) -> None:
     events = await sse(served.client, body(user("task:long")))
     deltas = [t for t, n, _ in events if n == "content_block_delta"]
@@ -240,6 +246,7 @@ async def test_chunks_are_paced(served: Served) -> None:
     assert deltas[-1] - deltas[0] >= 19 * 0.03 * 0.9
 
 
+@pytest.mark.integration
 async def test_side_request_with_json_schema_gets_valid_json(served: Served) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     payload = body(
@@ -257,6 +264,7 @@ async def test_side_request_with_json_schema_gets_valid_json(served: Served) -> 
     assert json.loads(reply["content"][0]["text"]) == {"title": "Lab session"}
 
 
+@pytest.mark.integration
 async def test_count_tokens_models_and_unknown_paths(served: Served) -> None:
     r = await served.client.post("/v1/messages/count_tokens?beta=true", json=body(user("x" * 400)))
     assert r.status_code == 200 and r.json()["input_tokens"] > 100
@@ -275,6 +283,7 @@ async def test_count_tokens_models_and_unknown_paths(served: Served) -> None:
     ]
 
 
+@pytest.mark.integration
 async def test_log_records_requests_and_replies_with_both_clocks(served: Served) -> None:
     before_wall, before_mono = time.time(), time.monotonic()
     await sse(served.client, body(user("task:bash")))
@@ -297,6 +306,7 @@ async def test_log_records_requests_and_replies_with_both_clocks(served: Served)
     assert records[3]["conversation"]["after"] == "Bash" and records[3]["conversation"]["task"] == "task:bash"
 
 
+@pytest.mark.integration
 async def test_a_reply_the_client_abandons_is_logged_as_cancelled(served: Served) -> None:
     async with served.client.stream("POST", "/v1/messages", json=body(user("task:long"))) as response:
         async for line in response.aiter_lines():
@@ -310,6 +320,7 @@ async def test_a_reply_the_client_abandons_is_logged_as_cancelled(served: Served
     assert replies and replies[0]["status"] == "cancelled"
 
 
+@pytest.mark.unit
 def test_bundled_scenario_covers_every_dialog() -> None:
     scenario = load_scenario("basic")
     ids = {s.id for s in scenario.steps}
@@ -318,6 +329,7 @@ def test_bundled_scenario_covers_every_dialog() -> None:
     assert "Do you want to proceed?\n❯ 1. Yes" in prose.text
 
 
+@pytest.mark.unit
 def test_scenario_rejects_bad_regexes_and_unknown_keys() -> None:
     with pytest.raises(ValidationError):
         Scenario.model_validate({"steps": [{"id": "x", "when": {"task": "("}}]})
@@ -325,6 +337,7 @@ def test_scenario_rejects_bad_regexes_and_unknown_keys() -> None:
         Scenario.model_validate({"steps": [{"id": "x", "reply": "typo"}]})
 
 
+@pytest.mark.unit
 def test_events_without_a_server_keep_block_indexes_consistent() -> None:
     scenario = Scenario.model_validate(
         {

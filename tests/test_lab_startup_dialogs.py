@@ -24,6 +24,7 @@ def spec_of(agent: str, name: str):
     return next(c for c in load_plan(agent).capture if c.name == name)
 
 
+@pytest.mark.integration
 def test_codex_conditions_undo_trust_and_sign_in(tmp_path: Path) -> None:
     lab = get_lab("codex")
     project = tmp_path / "project"
@@ -38,6 +39,7 @@ def test_codex_conditions_undo_trust_and_sign_in(tmp_path: Path) -> None:
     assert "model_provider" not in config and "OPENAI_API_KEY" not in env
 
 
+@pytest.mark.unit
 def test_gemini_and_aider_conditions(tmp_path: Path) -> None:
     gemini, aider = get_lab("gemini"), get_lab("aider")
     project = tmp_path / "project"
@@ -53,6 +55,7 @@ def test_gemini_and_aider_conditions(tmp_path: Path) -> None:
     assert "--no-git" not in start_up(aider, spec_of("aider", "blocked-create-git-repo"), tmp_path, project, {}, argv)
 
 
+@pytest.mark.unit
 def test_a_condition_the_lab_does_not_know_is_refused(tmp_path: Path) -> None:
     gemini = get_lab("gemini")
     spec = spec_of("gemini", "blocked-auth").model_copy(update={"start": ["git"]})
@@ -60,6 +63,7 @@ def test_a_condition_the_lab_does_not_know_is_refused(tmp_path: Path) -> None:
         start_up(gemini, spec, tmp_path, tmp_path, {}, ["gemini"])
 
 
+@pytest.mark.live
 @needs_codex
 def test_a_real_codex_trust_dialog_is_cut_and_a_mislabelled_one_refused() -> None:
     lab, plan = get_lab("codex"), load_plan("codex")

@@ -21,7 +21,8 @@ from panewatch_lab.agent_labs import LABS, AgentLab
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
+
 
 #: What each agent's idle screen shows once it is ready, the rule that must say idle, and how
 #: a confirmed /answer approves its command prompt.
@@ -42,7 +43,12 @@ AGENTS: dict[str, dict[str, Any]] = {
 }
 #: (mode, rows, cols): the issue's "in sweep and change mode; at two sizes".
 RUNS = [("sweep", 32, 120), ("change", 24, 80)]
-SENDS = int(os.environ.get("PANEWATCH_LIVE_SENDS", "200"))
+#: Sends per agent in the soak. The ways an Enter got lost (a fast Enter after a paste turned into
+#: a newline; an Enter before the CLI re-rendered the typed text) were measured at 1 in 10 and 4 in
+#: 6 (notes/agents-lab.md): 60 sends catch a 1-in-10 loss with a chance of 99.8 %, in a third of
+#: the 200-send soak's time (~85 s per agent, the suite's longest tests). Before moving a CLI's
+#: pin, run the long soak: PANEWATCH_LIVE_SENDS=200.
+SENDS = int(os.environ.get("PANEWATCH_LIVE_SENDS", "60"))
 
 
 def _lab(agent: str) -> tuple[AgentLab, str]:
@@ -72,6 +78,16 @@ class Decisions:
             decision = (info["state"], info["source"], info["rule"])
             if not self.seen or self.seen[-1][1:] != decision:
                 self.seen.append((time.monotonic(), *decision))
+            await asyncio.sleep(0.02)
+
+    async def reached(self, state: str, sources: set[str], start: int, timeout: float) -> int:
+        """The index of the first decision from ``start`` on that is ``state`` by one of ``sources``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for i in range(start, len(self.seen)):
+                if self.seen[i][1] == state and self.seen[i][2] in sources:
+                    return i
+            assert time.monotonic() < deadline, f"never {state} by {sorted(sources)}: {self.seen[start:]}"
             await asyncio.sleep(0.02)
 
     def states(self) -> list[str]:
@@ -200,11 +216,16 @@ async def test_a_session_from_start_to_approval_to_idle(
         await state_is(live, sid, "idle", 15)
 
         # an escalated command reads blocked; /send is refused; a confirmed /answer takes
+        bash_from = len(decisions.seen)
         r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:bash"})
         assert r.status_code == 200
         await shows(live, sid, facts["asked"], 20)
-        info = await state_is(live, sid, "blocked", 5)
-        assert info["source"] in {"screen", "status"}, info
+        # the agent's own permission hook (Gemini's, Codex's) may say blocked first: the text is on
+        # the screen before the next sweep reads it, and a hook that lands in between decides
+        # until then. What must follow is the screen (or the out-of-band status) saying it too.
+        confirmed = await decisions.reached("blocked", {"screen", "status"}, bash_from, 5)
+        asked = next(i for i in range(bash_from, confirmed + 1) if decisions.seen[i][1] == "blocked")
+        assert set(decisions.states()[asked : confirmed + 1]) == {"blocked"}, decisions.seen[bash_from:]
         r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "hello"})
         assert r.status_code == 409 and r.json()["state"] == "blocked", r.text
         r = await live.http.post(f"/api/sessions/{sid}/answer", json={**facts["answer"], "confirm": True})
@@ -247,7 +268,7 @@ async def test_a_session_from_start_to_approval_to_idle(
 
 @pytest.mark.parametrize("mock_and_live", [pytest.param((a, "sweep"), id=a) for a in AGENTS], indirect=True)
 async def test_every_send_arrives_whole(mock_and_live, work: Path, request: pytest.FixtureRequest) -> None:
-    """``PANEWATCH_LIVE_SENDS`` sends (200 by default) of text then Enter through /send: every
+    """``PANEWATCH_LIVE_SENDS`` sends (60 by default) of text then Enter through /send: every
     one reaches the model once, whole (no Enter lost into a newline, none left in the box)."""
     mock, live = mock_and_live
     agent = request.node.callspec.params["mock_and_live"][0]

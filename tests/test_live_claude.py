@@ -25,7 +25,7 @@ from panewatch_lab.claude_env import prepare_home
 from panewatch_lab.mock_server import MockServer
 from panewatch_lab.scenario import Pacing, load_scenario
 
-pytestmark = [pytest.mark.slow, NEEDS_CLAUDE]
+pytestmark = [pytest.mark.live, NEEDS_CLAUDE]
 
 #: The think step, shortened: long enough to be seen working, short enough for a fast test.
 THINK_TTFT = 2.5
@@ -42,7 +42,7 @@ def mock() -> Iterator[MockServer]:
 
 @pytest.fixture
 async def live() -> AsyncIterator[Live]:
-    async with live_server() as server:
+    async with live_server(socket=True) as server:  # the real CLI and a real WebSocket client
         yield server
 
 

@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 
 from live import Live, live_server
-from panewatch.events import Reported
+from panewatch.engine.events import Reported
 from panewatch.resume import agent_session_id
 from panewatch_lab.agent_labs import LABS
 from panewatch_lab.loopback import LoopbackServer
 from test_live_agents import AGENTS, _lab, rows, settled, shows, wait_turn
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
+
 
 #: Per agent: (events that say working, events that say blocked, events that end a turn).
 EVENTS = {
@@ -229,7 +230,7 @@ async def test_claude_reports_by_native_http_hooks_with_no_curl_installed(endpoi
                 with socket.socket() as closed:
                     closed.bind(("127.0.0.1", 0))
                     port = closed.getsockname()[1]
-                live.engine.agent_vars["PANEWATCH_REPORT_URL"] = f"http://127.0.0.1:{port}/report"
+                await live.engine.reachable_at(env={"PANEWATCH_REPORT_URL": f"http://127.0.0.1:{port}/report"})
             reports: list[Reported] = []
             live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
             env = prepare_home(tmp_path / "home", tmp_path / "project", CLAUDE_KEY, mock.url)

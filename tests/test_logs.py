@@ -16,9 +16,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from panewatch.manifest import bundled_manifest_dir
 from scripted import claude_like
+
+pytestmark = pytest.mark.integration
 
 TOKEN = "log-test-token-0123"
 

@@ -18,6 +18,8 @@ from panewatch.manifest import (
     region_lines,
 )
 
+pytestmark = pytest.mark.unit
+
 HEADER = 'agent = "demo"\nversion = "1"\n'
 
 

@@ -8,6 +8,7 @@ the real fixture screens and on generated text, so the bundled manifests keep th
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import textwrap
@@ -29,6 +30,9 @@ from panewatch.manifest import (
     compile_rule_pattern,
     parse_manifest,
 )
+
+# one worker for the module: its tests share the captures fed once per backend (``_screen``)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(__name__)]
 
 HAS_RE2 = manifest_mod._re2 is not None
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
@@ -129,7 +133,9 @@ def test_bundled_patterns_run_on_re2_except_lookarounds():
         for _, p, ic in BUNDLED
         if getattr(compile_rule_pattern(p, FLAGS | (re.I if ic else 0)), "engine", "re") == "re"
     ]
-    assert all("(?=" in p or "(?!" in p or "(?<" in p for p in on_re), on_re
+    # lookarounds, and \b (RE2's is ASCII-only, Python's Unicode-aware: a word boundary next to
+    # "é" would differ), fall back to Python's engine, under the load-time ReDoS check
+    assert all("(?=" in p or "(?!" in p or "(?<" in p or "\\b" in p for p in on_re), on_re
     assert len(on_re) < len(BUNDLED) / 4
 
 
@@ -144,9 +150,14 @@ def test_re2_classes_match_pythons_on_every_code_point(category):
     assert spans_re2 == spans_re
 
 
+@functools.cache
+def _compiled(pattern: str, flags: int):
+    """Both engines' compiled pattern, made once per pattern (the texts are what varies)."""
+    return compile_rule_pattern(pattern, flags), re.compile(pattern, flags)
+
+
 def _agree(pattern: str, flags: int, text: str) -> None:
-    ours = compile_rule_pattern(pattern, flags)
-    theirs = re.compile(pattern, flags)
+    ours, theirs = _compiled(pattern, flags)
     a, b = ours.search(text), theirs.search(text)
     assert (a is None) == (b is None), (pattern, text)
     if a is not None:
@@ -156,13 +167,24 @@ def _agree(pattern: str, flags: int, text: str) -> None:
 FIXTURES = [fx for folder in find_folders(default_root()) for fx in load_folder(folder)]
 
 
+_SCREENS: dict[tuple[str, object], object] = {}
+
+
 def _screen(backend: str, fx):
-    s = make_screen(backend, fx.truth.rows, fx.truth.cols)
-    s.feed(fx.read())
-    return s
+    """The capture fed to a screen of ``backend``, once per capture and backend (the tests only
+    read it; the pyte ones are the texts of the RE2 agreement test too)."""
+    key = (backend, fx.path)
+    if key not in _SCREENS:
+        s = make_screen(backend, fx.truth.rows, fx.truth.cols)
+        s.feed(fx.read())
+        _SCREENS[key] = s
+    return _SCREENS[key]
 
 
-FIXTURE_TEXTS = [_screen("pyte", fx).text() for fx in FIXTURES]
+@functools.cache
+def fixture_texts() -> list[str]:
+    """Every capture's screen as text (made once, when a test first needs it, not at collection)."""
+    return [_screen("pyte", fx).text() for fx in FIXTURES]
 
 
 @pytest.mark.parametrize("backend", available())
@@ -182,7 +204,7 @@ def test_every_fixture_classifies_as_labelled_on_both_engines_and_backends(backe
 @pytest.mark.parametrize("name,pattern,ignore_case", BUNDLED)
 def test_re2_agrees_with_re_on_every_fixture_screen(name, pattern, ignore_case):
     flags = FLAGS | (re.I if ignore_case else 0)
-    for text in FIXTURE_TEXTS:
+    for text in fixture_texts():
         _agree(pattern, flags, text)
 
 

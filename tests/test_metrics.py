@@ -1,4 +1,5 @@
-"""/metrics scraped from a real server and read with Prometheus' own parser: values move."""
+"""/metrics scraped from the service (on real PTYs, or the memory host for the access rules) and read
+with Prometheus' own parser: values move."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from live import live_server
+from live import live_server, memory_server
+from panes_support import ERASE_PROMPT, PROMPT, WORKING
 from panewatch.metrics import family, quantile
 from scripted import claude_like
 
@@ -42,6 +44,7 @@ async def wait_for(predicate, live, timeout: float = 10.0):
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.integration
 async def test_metrics_move_with_sessions_and_survive_deletion():
     async with live_server() as live:
         before = await scrape(live)
@@ -81,17 +84,19 @@ async def test_metrics_move_with_sessions_and_survive_deletion():
         assert v(gone, "panewatch_emulated_bytes_total") >= v(idle, "panewatch_emulated_bytes_total")
 
 
+@pytest.mark.unit
 async def test_metrics_need_the_token_unless_made_public():
-    async with live_server() as live:
+    async with memory_server() as live:
         r = await live.http.get("/metrics", headers={"Authorization": ""})
         assert r.status_code == 401
         r = await live.http.get("/metrics", headers={"Authorization": "Bearer wrong-token-123"})
         assert r.status_code == 403
-    async with live_server(metrics_public=True) as live:
+    async with memory_server(metrics_public=True) as live:
         r = await live.http.get("/metrics", headers={"Authorization": ""})
         assert r.status_code == 200 and "panewatch_sessions" in r.text
 
 
+@pytest.mark.unit
 def test_exposition_pieces():
     lines = family("x_total", "counter", "Help.", [("x_total", {"a": 'q"\\\n'}, 3), ("x_total", {}, 0.5)])
     assert lines == ["# HELP x_total Help.", "# TYPE x_total counter", 'x_total{a="q\\"\\\\\\n"} 3', "x_total 0.5"]
@@ -101,3 +106,30 @@ def test_exposition_pieces():
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0 and quantile([1.0, 2.0, 3.0, 4.0], 0.99) == 4.0
     with pytest.raises(ValueError):
         list(text_string_to_metric_families("bad metric line{\n"))
+
+
+@pytest.mark.unit
+async def test_answers_are_counted_by_actor_kind_with_the_time_agents_waited():
+    """#30's figures: an answer that took counts for its actor's kind, and the blocked stretch it
+    ended (on the engine's clock, here hand-moved) is the time to answer, overall and per session."""
+    async with memory_server() as live:
+        s = await live.create(agent="claude", command=["agent"], rows=12, cols=60)
+        sid, agent = s["id"], live.host.handles[s["id"]]
+        agent.emit(WORKING)
+        await live.settle()
+        agent.emit(PROMPT)
+        await live.settle()
+        assert (await live.http.get(f"/api/sessions/{sid}")).json()["state"] == "blocked"
+        await live.settle(12.0)  # the user comes back 12 s later
+        agent.on_input = lambda data: agent.emit(ERASE_PROMPT + WORKING)
+        r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": 1, "confirm": True})
+        assert r.status_code == 200 and r.json()["took"], r.text
+        values = await scrape(live)
+        assert v(values, "panewatch_answers_total", actor_kind="token") == 1
+        assert v(values, "panewatch_time_to_answer_seconds_count") == 1
+        waited = v(values, "panewatch_time_to_answer_seconds", quantile="0.5")
+        assert 12.0 <= waited < 13.0, waited
+        assert v(values, "panewatch_session_time_to_answer_seconds", session=sid, quantile="0.5") == waited
+        await live.http.delete(f"/api/sessions/{sid}")
+        after = await scrape(live)
+        assert ("panewatch_session_time_to_answer_seconds", (("quantile", "0.5"), ("session", sid))) not in after

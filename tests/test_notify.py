@@ -23,19 +23,12 @@ class Clock:
         return self.t
 
 
-def transition(n: Notifier, prev: str | None, state: str, session: str = "s1"):
-    return n.on_transition(
-        session=session,
-        name="pane",
-        agent="claude",
-        prev=prev,
-        state=state,
-        source="screen",
-        rule="permission_dialog",
-        why="a permission dialog",
-    )
+def transition(n: Notifier, prev: str | None, state: str, session: str = "s1", **given):
+    fields = dict(source="screen", rule="permission_dialog", why="a permission dialog") | given
+    return n.on_transition(session=session, name="pane", agent="claude", prev=prev, state=state, **fields)
 
 
+@pytest.mark.unit
 def test_only_entering_blocked_and_turn_end_notify():
     n = Notifier(clock=Clock())
     assert transition(n, "working", "blocked") is not None
@@ -46,6 +39,7 @@ def test_only_entering_blocked_and_turn_end_notify():
     assert transition(n, "working", "exited") is None
 
 
+@pytest.mark.unit
 def test_redrawn_prompt_does_not_notify_twice_within_cooldown():
     clock = Clock()
     n = Notifier(clock=clock, cooldown=30)
@@ -60,6 +54,20 @@ def test_redrawn_prompt_does_not_notify_twice_within_cooldown():
     assert n.sent == 3
 
 
+@pytest.mark.unit
+def test_a_prompt_after_an_answer_rings_at_once_but_a_redrawn_one_does_not():
+    clock = Clock()
+    n = Notifier(clock=clock, cooldown=30)
+    assert transition(n, "working", "blocked")
+    clock.t += 2
+    assert transition(n, "working", "blocked") is None  # redrawn, nobody answered
+    n.answered("s1")  # an answer took: what comes next is another prompt
+    clock.t += 2
+    assert transition(n, "working", "blocked") is not None
+    assert transition(n, "working", "idle") is not None and n.sent == 3
+
+
+@pytest.mark.unit
 def test_cooldown_is_per_state():
     clock = Clock()
     n = Notifier(clock=clock, cooldown=30)
@@ -69,6 +77,7 @@ def test_cooldown_is_per_state():
     assert transition(n, "working", "idle") is None
 
 
+@pytest.mark.unit
 def test_wording_comes_from_the_messages_file_and_subscribers_get_it():
     got = []
     n = Notifier(clock=Clock())
@@ -82,6 +91,21 @@ def test_wording_comes_from_the_messages_file_and_subscribers_get_it():
     assert got == [note]
 
 
+@pytest.mark.unit
+def test_a_blocked_note_says_what_is_asked_cleaned():
+    n = Notifier(clock=Clock())
+    ask = {"question": "Allow this command?", "tool": "Bash", "subject": "ls -la\x1b[31m\u202e", "source": "hook"}
+    note = transition(n, "working", "blocked", source="hook", rule="hook:PermissionRequest", request=ask)
+    assert (note.question, note.tool, note.subject) == ("Allow this command?", "Bash", "ls -la[31m")
+    assert note.body == "claude asks: Allow this command? ls -la[31m"  # escapes and bidi marks dropped
+    assert note.as_env()["PANEWATCH_SUBJECT"] == "ls -la[31m"  # the command sink gets it too
+    only = transition(n, "working", "blocked", session="s2", request={"question": "Which file?"})
+    assert only.body == "claude asks: Which file?"
+    plain = transition(n, "working", "blocked", session="s3")  # nothing read: the rule's reason
+    assert plain.body == "claude is waiting for your answer: a permission dialog" and plain.subject == ""
+
+
+@pytest.mark.integration
 async def test_command_sink_runs_with_details_in_the_environment(tmp_path):
     out = tmp_path / "env.txt"
     n = Notifier(clock=Clock(), command=f'env | grep ^PANEWATCH_ | sort > "{out}"')
@@ -99,6 +123,7 @@ async def test_command_sink_runs_with_details_in_the_environment(tmp_path):
     await n.aclose()
 
 
+@pytest.mark.integration
 async def test_webhook_sink_posts_json_to_a_real_server():
     received: list[dict] = []
 
@@ -117,6 +142,7 @@ async def test_webhook_sink_posts_json_to_a_real_server():
         await n.aclose()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("bad", ["/nonexistent/command", "exit 3"])
 async def test_failing_command_sink_is_harmless(bad):
     n = Notifier(clock=Clock(), command=bad)

@@ -18,6 +18,7 @@ IDLE = Verdict("idle", "composer", "c")
 BLOCKED = Verdict("blocked", "approval", "a")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("backend", backends.available())
 def test_codex_status_strings_as_codex_writes_them(backend: str) -> None:
     screen = backends.make_screen(backend, 4, 40)
@@ -36,6 +37,7 @@ def test_codex_status_strings_as_codex_writes_them(backend: str) -> None:
     assert screen.lines()[0] == "hi", "nothing of it is drawn"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("backend", backends.available())
 def test_a_string_split_across_reads_is_kept(backend: str) -> None:
     screen = backends.make_screen(backend, 4, 40)
@@ -51,6 +53,7 @@ def test_a_string_split_across_reads_is_kept(backend: str) -> None:
     assert screen.lines()[0] == "xyy"
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(len(backends.available()) < 2, reason="the ghostty backend (panewatch[fast]) is not installed")
 def test_both_backends_read_the_same_status_from_real_codex_output() -> None:
     """Every Codex capture, fed whole to each backend: the same last status and notifications."""
@@ -70,6 +73,7 @@ def test_both_backends_read_the_same_status_from_real_codex_output() -> None:
     assert {"blocked", "done"} <= seen, "the captures hold Codex's own statuses"
 
 
+@pytest.mark.unit
 def test_progress_and_notifications() -> None:
     oob = OutOfBand()
     oob.feed("9", "4;3;0")
@@ -89,6 +93,7 @@ def test_progress_and_notifications() -> None:
     assert oob.status is None and oob.notified == 3
 
 
+@pytest.mark.unit
 def test_the_signal_order_with_a_status() -> None:
     from panewatch.oob import Status
     from panewatch.signals import Report
@@ -116,11 +121,12 @@ def test_the_signal_order_with_a_status() -> None:
     assert read(IDLE, None) == ("idle", "screen")
 
 
+@pytest.mark.integration
 async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) -> None:
     """A pane whose program says ``state=working`` out of band and draws nothing a rule knows
     reads working with source ``status``; /explain shows the status, its age and that it counts."""
-    from engine_support import bash, wait_state
-    from panewatch.session import SessionSpec
+    from engine_support import TESTER, bash, wait_state
+    from panewatch.engine import SessionSpec
 
     script = (
         r"printf '\033]7501;state=working:app=codex\007\033]777;notify;Codex;Turn started\007busy'; sleep 1; "
@@ -128,15 +134,17 @@ async def test_a_status_decides_through_the_engine_and_shows_in_explain(engine) 
     )
     import asyncio
 
-    sid = engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40))["id"]
+    sid = (await engine.create(SessionSpec(agent="codex", command=bash(script), rows=6, cols=40), actor=TESTER)).id
     for _ in range(500):  # the first read replaces the launch's own working/start (10 s: a loaded CI)
-        info = engine.get(sid)
-        if info["source"] != "start":
+        info = await engine.get(sid)
+        if info.source != "start":
             break
         await asyncio.sleep(0.02)
-    assert (info["state"], info["source"], info["rule"]) == ("working", "status", "osc7501:working"), info
-    oob = engine.explain(sid)["signals"]["out_of_band"]
-    assert oob["status"]["raw"] == "working" and oob["status"]["counts"] is True
-    assert oob["notifications"] == [{"protocol": "osc777", "title": "Codex", "body": "Turn started"}]
+    assert (info.state, info.source, info.rule) == ("working", "status", "osc7501:working"), info
+    oob = (await engine.explain(sid)).signals.out_of_band
+    assert oob.status is not None and oob.status.raw == "working" and oob.status.counts is True
+    assert [n.model_dump() for n in oob.notifications] == [
+        {"protocol": "osc777", "title": "Codex", "body": "Turn started"}
+    ]
     info = await wait_state(engine, sid, "idle", timeout=5)
-    assert (info["source"], info["rule"]) == ("status", "osc7501:done"), info
+    assert (info.source, info.rule) == ("status", "osc7501:done"), info

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
+
 from panewatch.outbox import Outbox
+
+pytestmark = pytest.mark.unit
 
 
 async def test_what_the_pipe_cannot_take_now_is_written_once_the_reader_reads() -> None:

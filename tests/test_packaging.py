@@ -35,6 +35,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.integration
 def test_the_runtime_wheel_has_no_lab_bench_or_fake_manifest(wheels: dict[str, list[str]]) -> None:
     names = wheels["panewatch"]
     assert "panewatch/cli.py" in names and "panewatch/manifests/claude.toml" in names
@@ -46,6 +47,7 @@ def test_the_runtime_wheel_has_no_lab_bench_or_fake_manifest(wheels: dict[str, l
     assert not any(n.startswith("panewatch_lab/") for n in names)
 
 
+@pytest.mark.integration
 def test_the_lab_wheel_has_the_lab_its_data_and_the_plugin_entry_points(wheels: dict[str, list[str]]) -> None:
     names = set(wheels["panewatch_lab"])
     assert {
@@ -60,6 +62,7 @@ def test_the_lab_wheel_has_the_lab_its_data_and_the_plugin_entry_points(wheels: 
     assert not any(n.startswith("panewatch/") for n in names)
 
 
+@pytest.mark.integration
 def test_the_installed_lab_plugs_lab_and_bench_in() -> None:
     pytest.importorskip("panewatch_lab", reason="the lab is not installed (pip install -e ./lab)")
     eps = {ep.name: ep.value for ep in entry_points(group=plugins.GROUP)}
@@ -70,6 +73,7 @@ def test_the_installed_lab_plugs_lab_and_bench_in() -> None:
     assert r.returncode == 0 and "usage: panewatch lab COMMAND" in r.stdout
 
 
+@pytest.mark.unit
 def test_without_the_lab_its_commands_say_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -84,6 +88,7 @@ def test_without_the_lab_its_commands_say_how_to_get_it(
     assert "lab" in out and "bench" in out and "not installed" in out
 
 
+@pytest.mark.unit
 def test_fixtures_are_found_from_the_working_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from panewatch.fixtures import default_root
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from panes_support import IDLE, PROMPT, WORKING
 from panewatch.clock import ManualClock
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
@@ -10,6 +12,8 @@ from panewatch.procinfo import Program
 from panewatch.screen import Screen
 from panewatch.signals import Report
 from panewatch.states import Source, State
+
+pytestmark = pytest.mark.unit
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 
@@ -82,6 +86,47 @@ def test_the_shell_back_in_the_foreground_decides_after_an_agent_ran():
     assert not pane.sample_foreground(42, programs.get)  # same group, read moments ago
     clock.advance(2.5)
     assert not pane.sample_foreground(42, programs.get)  # re-read: the same program
+
+
+def test_a_shell_waiting_for_its_foreground_program_is_working_until_it_is_back():
+    clock = ManualClock()
+    pane = Pane(Screen(12, 60), agent="shell", clock=clock.time, wall=clock.time, own_pid=42)
+    programs = {42: Program(42, "bash", "bash"), 77: Program(77, "sleep", "sleep"), 78: Program(78, "bash", "bash")}
+    pane.sample_foreground(42, programs.get)
+    pane.receive(b"$ sleep 100\r\n")
+    read(pane)
+    assert (pane.decision.state, pane.decision.source) == (State.idle, Source.screen)
+    assert not pane.quiet_since_sampled  # sampled with the Enter's echo: the fork may come after it
+    assert pane.sample_foreground(77, programs.get)
+    read(pane)  # one read after the group changed
+    assert (pane.decision.state, pane.decision.source, pane.decision.program) == (
+        State.working,
+        Source.process,
+        "sleep",
+    )
+    clock.advance(2.5)
+    pane.sample_foreground(77, programs.get)
+    assert pane.quiet_since_sampled  # sampled well after the last output: the sweep leaves it be
+    pane.receive(b"^C\r\n$ ")
+    assert pane.sample_foreground(42, programs.get)
+    read(pane)
+    assert (pane.decision.state, pane.decision.source) == (State.idle, Source.screen)
+    pane.sample_foreground(78, programs.get)  # a nested shell at its prompt is not a program at work
+    read(pane)
+    assert pane.decision.state == State.idle
+    pane.receive(b"Drop old tables? [y/N] ")
+    pane.sample_foreground(77, programs.get)
+    read(pane)  # a prompt on screen still wins
+    assert (pane.decision.state, pane.decision.rule) == (State.blocked, "yes_no_prompt")
+
+
+def test_an_agent_pane_is_not_working_because_of_its_foreground():
+    clock = ManualClock()
+    pane = claude_pane(clock)
+    pane.receive(IDLE)
+    pane.sample_foreground(77, {77: Program(77, "node", "node")}.get)
+    read(pane)
+    assert (pane.decision.state, pane.decision.source) == (State.idle, Source.screen)
 
 
 def test_exit_and_loss_are_final():

@@ -9,6 +9,8 @@ from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.prompts import numbered_options, read_prompt
 from panewatch.screen import Screen
 
+pytestmark = pytest.mark.unit
+
 RULE = "─" * 40
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 BLOCKED = [

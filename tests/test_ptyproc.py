@@ -11,6 +11,8 @@ import pytest
 
 from panewatch.ptyproc import PtyProcess, SpawnError, WriteRefused
 
+pytestmark = pytest.mark.integration
+
 
 class Child:
     """A PtyProcess plus what it printed and how it ended."""

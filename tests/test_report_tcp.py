@@ -12,9 +12,12 @@ import asyncio
 import socket
 
 import httpx
+import pytest
 
 from hardening_support import wait_file
 from live import live_server
+
+pytestmark = pytest.mark.integration
 
 PANE_A = r"""
 post() { curl -s -o "$OUT/$1.body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
@@ -30,7 +33,7 @@ sleep 30
 
 async def test_over_tcp_pane_a_can_report_only_for_itself(tmp_path):
     async with live_server(state_dir=tmp_path / "state") as live:
-        url = live.engine.agent_vars["PANEWATCH_REPORT_URL"]
+        url = live.app.state.report_socket.url  # what agents get as PANEWATCH_REPORT_URL
         assert url.startswith("http://127.0.0.1:") and url.endswith("/report")
         b = await live.create(command=["sleep", "30"], name="B")
         await live.wait_state(b["id"], "idle")

@@ -20,7 +20,10 @@ from dashboard_support import free_port
 from panewatch.hosts.tmux import tmux_usable
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch, serve_argv
 
-pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}"),
+]
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "restart-test-token-0123456789"
@@ -36,7 +39,7 @@ class Service:
     def start(self) -> Service:
         extra = ["--sweep-ms", "150", "--pane-host", "tmux", "--state-dir", str(self.state), *self.extra]
         env = env_without_panewatch()
-        self.serve = ServeProcess(self.token, extra, port=self.port, env=env, log=self.log, cwd=REPO).start(timeout=30)
+        self.serve = ServeProcess(self.token, extra, port=self.port, env=env, log=self.log, cwd=REPO).start()
         return self
 
     @property
@@ -328,6 +331,20 @@ def test_bad_state_folder_and_registry_are_one_line(state: Path, tmp_path: Path)
     sqlite3.connect(state / "sessions.sqlite3").execute("PRAGMA user_version=99").connection.commit()
     r = serve("--state-dir", str(state))
     assert r.returncode == 2 and "written by a newer Panewatch" in r.stderr and "Traceback" not in r.stderr
+    # another program's database under our name: refused in one line, not a byte of it rewritten
+    os.remove(state / "sessions.sqlite3")
+    foreign = sqlite3.connect(state / "sessions.sqlite3")
+    foreign.execute("CREATE TABLE bookmarks (url TEXT)")
+    foreign.commit()
+    foreign.close()
+    before = (state / "sessions.sqlite3").read_bytes()
+    r = serve("--state-dir", str(state))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"panewatch: {state}/sessions.sqlite3 is not a Panewatch session registry (its tables: bookmarks); "
+        "move it aside or use another --state-dir"
+    )
+    assert (state / "sessions.sqlite3").read_bytes() == before
     other = tmp_path / "other"
     other.mkdir()
     os.chown(other, 4321, 4321)

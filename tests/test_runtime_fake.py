@@ -10,17 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.engine import Engine
+from engine_support import TESTER, fast
+from panewatch.engine import Engine, SessionSpec
 from panewatch.errors import Conflict
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.session import SessionSpec
 from panewatch_lab import MANIFEST_DIR
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def engine():
     """A started engine that knows the lab's ``fake`` manifest (not bundled with the runtime)."""
-    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), MANIFEST_DIR), sweep_ms=50)
+    eng = Engine(ManifestStore.from_dirs(bundled_manifest_dir(), MANIFEST_DIR), options=fast())
     await eng.start()
     yield eng
     await eng.stop()
@@ -55,41 +57,41 @@ async def test_fake_agent_session_follows_its_truth_through_prompts(engine, tmp_
         "--state-file",
         str(state_file),
     ]
-    sid = engine.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120))["id"]
+    sid = (await engine.create(SessionSpec(agent="fake", command=argv, rows=32, cols=120), actor=TESTER)).id
 
     def state() -> str:
-        return engine.get(sid)["state"]
+        return engine.info(sid).state
 
     await until(lambda: truth(state_file)[-1:] == ["idle"])
     await until(lambda: state() == "idle")
     # the agent renames itself after start; the foreground program is re-read while it prints
-    await until(lambda: engine.get(sid)["foreground"] == "fake-agent", timeout=5)
-    assert engine.get(sid)["agent"] == "fake"
+    await until(lambda: engine.info(sid).foreground == "fake-agent", timeout=5)
+    assert (await engine.get(sid)).agent == "fake"
 
     answered = tasks = 0
     deadline = time.monotonic() + 60
     while (answered < 1 or tasks < 2) and time.monotonic() < deadline:
         await until(lambda: truth(state_file)[-1] == "idle" and state() == "idle")
-        await engine.send(sid, f"task {tasks}")
+        await engine.send(sid, f"task {tasks}", actor=TESTER)
         tasks += 1
         await until(lambda: truth(state_file)[-1] != "idle")
         while truth(state_file)[-1] != "idle":
             if truth(state_file)[-1] == "blocked":
                 await until(lambda: state() == "blocked")
-                info = engine.get(sid)
-                assert info["source"] == "screen" and info["rule"]
+                info = await engine.get(sid)
+                assert info.source == "screen" and info.rule
                 with pytest.raises(Conflict):
-                    await engine.send(sid, "ignored")
-                result = await engine.answer(sid, option=1)
-                assert result.took, "\n".join(engine.screen(sid)["rows"])
+                    await engine.send(sid, "ignored", actor=TESTER)
+                result = await engine.answer(sid, option=1, actor=TESTER)
+                assert result.took, "\n".join((await engine.screen(sid)).rows)
                 answered += 1
             await asyncio.sleep(0.05)
     await until(lambda: state() == "idle", timeout=10)
     assert answered >= 1
     states = truth(state_file)
     assert "working" in states and "blocked" in states and states[-1] == "idle"
-    info = engine.get(sid)
-    assert info["source"] == "screen" and info["rule"] is not None
+    info = await engine.get(sid)
+    assert info.source == "screen" and info.rule is not None
 
 
 async def test_fake_agent_exit_is_seen_and_screen_kept(engine, tmp_path):
@@ -106,9 +108,9 @@ async def test_fake_agent_exit_is_seen_and_screen_kept(engine, tmp_path):
         "--prompt-prob",
         "0",
     ]
-    sid = engine.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100))["id"]
-    await until(lambda: engine.get(sid)["state"] == "idle")
-    await engine.send(sid, "one task")
-    await until(lambda: engine.get(sid)["state"] == "exited", timeout=30)
-    assert engine.get(sid)["exit_code"] == 0
-    assert any(line.strip() for line in engine.screen(sid)["rows"])
+    sid = (await engine.create(SessionSpec(agent="fake", command=argv, rows=24, cols=100), actor=TESTER)).id
+    await until(lambda: engine.info(sid).state == "idle")
+    await engine.send(sid, "one task", actor=TESTER)
+    await until(lambda: engine.info(sid).state == "exited", timeout=30)
+    assert (await engine.get(sid)).exit_code == 0
+    assert any(line.strip() for line in (await engine.screen(sid)).rows)

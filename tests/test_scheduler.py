@@ -12,6 +12,8 @@ from panewatch.pane import Pane
 from panewatch.scheduler import Scheduler, Timing
 from panewatch.screen import Screen
 
+pytestmark = pytest.mark.unit
+
 
 class Flow:
     """Records what the scheduler asked for."""

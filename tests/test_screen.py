@@ -13,6 +13,8 @@ from wcwidth import wcwidth
 from panewatch import backends
 from panewatch.screen import DA1_REPLY, DA2_REPLY, Screen
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(autouse=True, params=backends.available())
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -334,7 +336,9 @@ def _uncached_lines(screen) -> list[str]:
         return [
             "".join(buf[y][x].data for x in range(screen.cols)).rstrip() if y in buf else "" for y in range(screen.rows)
         ]
-    rows = [row.rstrip() for row in screen._term.text().split("\n")[: screen.rows]]
+    from panewatch.screen_ghostty import _clean  # each row as lines() cleans it, cache or not
+
+    rows = [_clean(row) for row in screen._term.text().split("\n")[: screen.rows]]
     return rows + [""] * (screen.rows - len(rows))
 
 

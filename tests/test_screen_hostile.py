@@ -23,6 +23,8 @@ from panewatch.backends import available, make_screen
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.screen import CELL_CACHE, MAX_COMBINING, MAX_SEQUENCE, Screen
 
+pytestmark = pytest.mark.unit
+
 BACKENDS = available()
 BOMB = b"a\xcc\x81" + b"\x1b[9999b" * 16  # the 115-byte pane of issue #13
 COMBINING_40K = b"a" + "\u0301".encode() * 40_000

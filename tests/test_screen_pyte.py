@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pyte
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from panewatch.screen import Screen
+
+pytestmark = pytest.mark.unit
 
 _PLAIN_PIECES = st.sampled_from(
     [

@@ -16,6 +16,8 @@ from panewatch.integrations.claude import (
 from panewatch.manifest import Verdict
 from panewatch.signals import Report, combine
 
+pytestmark = pytest.mark.unit
+
 BLOCKED = Verdict("blocked", "permission_dialog", "dialog")
 WORKING = Verdict("working", "interrupt_footer", "footer")
 IDLE = Verdict("idle", "idle_prompt_box", "prompt")
@@ -176,7 +178,7 @@ def test_claude_settings_adds_a_reporting_hook_per_event():
 
 def test_agents_do_not_inherit_ci_markers_but_a_session_may_set_them() -> None:
     """A pane is an interactive terminal: TUIs that see CI=true (Gemini CLI) stop being one."""
-    from panewatch.session import agent_env
+    from panewatch.engine._launch import agent_env
 
     base = {
         "CI": "true",

@@ -8,13 +8,15 @@ was there. A manifest's ``startup_timeout`` keeps such a screen ``working`` with
 
 from __future__ import annotations
 
-import asyncio
-import time
+from pathlib import Path
 
-from panewatch.engine import Engine
+import pytest
+
+from engine_support import memory_rig
 from panewatch.manifest import ManifestStore, Verdict
-from panewatch.session import SessionSpec
 from panewatch.signals import combine
+
+pytestmark = pytest.mark.unit
 
 MANIFEST = """
 agent = "slowstart"
@@ -46,68 +48,43 @@ def test_combine_reads_an_unknown_screen_as_starting_only_while_starting() -> No
     assert read(Verdict("blocked", "dialog", "d"), True) == ("blocked", "screen", "dialog")
 
 
-async def _runtime(tmp_path, timeout: float) -> Engine:
+def _store(tmp_path: Path, timeout: float) -> ManifestStore:
     (tmp_path / "slowstart.toml").write_text(MANIFEST.format(timeout=timeout))
-    rt = Engine(ManifestStore.from_dirs(tmp_path), sweep_ms=50)
-    await rt.start()
-    return rt
+    return ManifestStore.from_dirs(tmp_path)
 
 
-async def _trace(rt: Engine, sid: str, seconds: float) -> list[tuple[float, str, str]]:
-    seen: list[tuple[float, str, str]] = []
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        info = rt.get(sid)
-        if not seen or seen[-1][1:] != (info["state"], info["source"]):
-            seen.append((round(time.monotonic() - start, 2), info["state"], info["source"]))
-        await asyncio.sleep(0.02)
-    return seen
-
-
-async def test_blank_screen_is_working_until_the_prompt_is_drawn(tmp_path) -> None:
-    rt = await _runtime(tmp_path, timeout=10)
-    notes: list = []
-    rt.notifier.subscribe(notes.append)
-    try:
-        s = rt.create(
-            SessionSpec(
-                agent="slowstart",
-                command=["bash", "--norc", "-c", "sleep 1.0; printf 'READY>'; sleep 30"],
-                rows=6,
-                cols=40,
-            )
-        )
-        seen = await _trace(rt, s["id"], 1.8)
-    finally:
-        await rt.stop()
-    states = [(state, source) for _, state, source in seen]
-    assert states[0] == ("working", "start"), seen
-    assert ("idle", "screen") in states, seen
-    first_idle = next(t for t, state, _ in seen if state == "idle")
-    assert first_idle >= 0.9, f"idle before the prompt was drawn: {seen}"
-    assert all(state != "idle" for t, state, _ in seen if t < 0.9)
+async def test_blank_screen_is_working_until_the_prompt_is_drawn(tmp_path: Path) -> None:
+    async with memory_rig(store=_store(tmp_path, timeout=10)) as rig:
+        notes: list = []
+        rig.engine.notifier.subscribe(notes.append)
+        sid, agent = await rig.create(agent="slowstart")
+        for _ in range(9):  # 0.9 s of a blank screen, read at every sweep
+            await rig.settle(0.1)
+            info = await rig.engine.get(sid)
+            assert (info.state, info.source) == ("working", "start")
+        agent.emit("READY>")
+        await rig.settle(0.1)
+        info = await rig.engine.get(sid)
+        assert (info.state, info.source, info.rule) == ("idle", "screen", "prompt")
     assert notes == [], "a launch is not a finished turn"
 
 
-async def test_a_screen_never_known_is_idle_once_the_timeout_passed(tmp_path) -> None:
-    rt = await _runtime(tmp_path, timeout=0.6)
-    try:
-        s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", "sleep 30"], rows=6, cols=40))
-        seen = await _trace(rt, s["id"], 1.3)
-    finally:
-        await rt.stop()
-    assert seen[0][1:] == ("working", "start"), seen
-    assert seen[-1][1:] == ("idle", "screen"), seen
-    assert 0.5 <= next(t for t, state, _ in seen if state == "idle") <= 1.1, seen
+async def test_a_screen_never_known_is_idle_once_the_timeout_passed(tmp_path: Path) -> None:
+    async with memory_rig(store=_store(tmp_path, timeout=0.6)) as rig:
+        sid, _ = await rig.create(agent="slowstart")
+        await rig.settle(0.5)
+        assert ((await rig.engine.get(sid)).state, (await rig.engine.get(sid)).source) == ("working", "start")
+        await rig.settle(0.2)  # the timeout passed at 0.6 s: the next sweep reads it idle
+        info = await rig.engine.get(sid)
+        assert (info.state, info.source, info.rule) == ("idle", "screen", None)
 
 
-async def test_after_the_first_match_an_unknown_screen_is_idle_again(tmp_path) -> None:
-    rt = await _runtime(tmp_path, timeout=30)
-    try:
-        script = "printf 'BUSY'; sleep 0.4; printf '\\033[2J\\033[H'; sleep 30"
-        s = rt.create(SessionSpec(agent="slowstart", command=["bash", "--norc", "-c", script], rows=6, cols=40))
-        seen = await _trace(rt, s["id"], 1.0)
-    finally:
-        await rt.stop()
-    assert ("working", "screen") in [x[1:] for x in seen], seen
-    assert seen[-1][1:] == ("idle", "screen"), seen
+async def test_after_the_first_match_an_unknown_screen_is_idle_again(tmp_path: Path) -> None:
+    async with memory_rig(store=_store(tmp_path, timeout=30)) as rig:
+        sid, agent = await rig.create(agent="slowstart")
+        agent.emit("BUSY")
+        await rig.settle(0.2)
+        assert ((await rig.engine.get(sid)).state, (await rig.engine.get(sid)).source) == ("working", "screen")
+        agent.emit("\x1b[2J\x1b[H")  # a rule matched once: a blank screen is no longer the start-up
+        await rig.settle(0.2)
+        assert ((await rig.engine.get(sid)).state, (await rig.engine.get(sid)).source) == ("idle", "screen")

@@ -6,7 +6,11 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from live import live_server
+
+pytestmark = pytest.mark.integration
 
 
 async def _meta_with(ws: Any, key: str, value: str, timeout: float = 5.0) -> dict[str, Any]:

@@ -17,7 +17,9 @@ from panewatch.hosts import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteR
 from panewatch.hosts.tmux import PaneInfo, TmuxError, TmuxHost, quote, seed_bytes, tmux_usable, tree_members, unescape
 from panewatch.procinfo import program_name
 from panewatch.proctree import descendants
+from panewatch.sandbox import Policy, Sandbox
 from panewatch.screen import Screen
+from panewatch.states import State
 
 pytestmark = pytest.mark.skipif(tmux_usable() is not None, reason=f"tmux host unavailable: {tmux_usable()}")
 
@@ -49,7 +51,10 @@ class Sink:
         self.exits.append((code, reason))
         self.changed.set()
 
-    def on_status(self, state: str, detail: str) -> None:
+    def on_change(self) -> None:
+        raise AssertionError("a byte host never reports a change")
+
+    def on_status(self, state: State, why: str, event: str) -> None:
         raise AssertionError("a byte host never reports a status")
 
     def screen(self, rows: int = 24, cols: int = 80) -> Screen:
@@ -98,6 +103,7 @@ def windows(h: TmuxHost) -> list[str]:
     return out.split("\n")
 
 
+@pytest.mark.unit
 def test_quote_and_unescape_round_trip_every_byte() -> None:
     data = bytes(range(1, 256))
     assert quote(data).startswith('"') and "\n" not in quote(data) and "$" not in quote(data)
@@ -111,19 +117,21 @@ def test_quote_and_unescape_round_trip_every_byte() -> None:
     assert unescape(b"end\\") == b"end\\"
 
 
+@pytest.mark.integration
 async def test_host_is_the_seam(host: TmuxHost) -> None:
     assert isinstance(host, PaneHost)
-    pane = host.spawn(spec("s1", "sh", "-c", "sleep 30"), Sink())
+    pane = await host.spawn(spec("s1", "sh", "-c", "sleep 30"), Sink())
     assert isinstance(pane, PaneHandle)
     assert pane.answers_queries and pane.ref.startswith("%") and pane.pid and pane.alive
     assert (host.state_dir.stat().st_mode & 0o777) == 0o700
     assert (host.socket.stat().st_mode & 0o077) == 0  # tmux toggles the owner's x bit itself
 
 
+@pytest.mark.integration
 async def test_output_arrives_and_input_is_exact_bytes(host: TmuxHost, tmp_path: Path) -> None:
     out = tmp_path / "got.bin"
     sink = Sink()
-    pane = host.spawn(spec("raw1", sys.executable, "-c", RAW_READER, str(out)), sink)
+    pane = await host.spawn(spec("raw1", sys.executable, "-c", RAW_READER, str(out)), sink)
     await until(lambda: b"ready" in sink.data, what="the reader's first output")
     data = bytes(range(256)) + "é✓ \x1b[A\r\n".encode() + b"x" * 40_000  # NUL, controls, UTF-8, >1 chunk
     pane.write(data)
@@ -131,9 +139,10 @@ async def test_output_arrives_and_input_is_exact_bytes(host: TmuxHost, tmp_path:
     assert out.read_bytes() == data
 
 
+@pytest.mark.integration
 async def test_resize_reaches_the_agent(host: TmuxHost) -> None:
     sink = Sink()
-    pane = host.spawn(spec("rs1", "sh", "-c", "stty size; read x; stty size; sleep 30", rows=24, cols=80), sink)
+    pane = await host.spawn(spec("rs1", "sh", "-c", "stty size; read x; stty size; sleep 30", rows=24, cols=80), sink)
     await until(lambda: b"24 80" in sink.data, what="the first size")
     pane.resize(20, 90)
     await asyncio.sleep(0.1)
@@ -141,9 +150,10 @@ async def test_resize_reaches_the_agent(host: TmuxHost) -> None:
     await until(lambda: b"20 90" in sink.data, what="the new size")
 
 
+@pytest.mark.integration
 async def test_exit_status_and_signal(host: TmuxHost) -> None:
     sink = Sink()
-    pane = host.spawn(spec("ex1", "sh", "-c", "echo bye; exit 7"), sink)
+    pane = await host.spawn(spec("ex1", "sh", "-c", "echo bye; exit 7"), sink)
     await until(lambda: sink.exits, what="the exit")
     assert sink.exits == [(7, "exited with status 7")]
     assert b"bye" in sink.data  # the last output comes before the exit
@@ -151,14 +161,15 @@ async def test_exit_status_and_signal(host: TmuxHost) -> None:
     with pytest.raises(WriteRefused):
         pane.write(b"x")
     sink2 = Sink()
-    host.spawn(spec("ex2", "sh", "-c", "kill -TERM $$"), sink2)
+    await host.spawn(spec("ex2", "sh", "-c", "kill -TERM $$"), sink2)
     await until(lambda: sink2.exits, what="the death by signal")
     assert sink2.exits[0][0] == -signal.SIGTERM and "SIGTERM" in sink2.exits[0][1]
 
 
+@pytest.mark.integration
 async def test_foreground_program_and_signal(host: TmuxHost) -> None:
     sink = Sink()
-    pane = host.spawn(spec("fg1", "sh"), sink)
+    pane = await host.spawn(spec("fg1", "sh"), sink)
     await until(lambda: pane.foreground_pgid() == pane.pid, what="the shell in the foreground")
     pane.write(b"sleep 30\r")
     await until(lambda: pane.foreground_pgid() not in (None, pane.pid), what="sleep in the foreground")
@@ -169,10 +180,13 @@ async def test_foreground_program_and_signal(host: TmuxHost) -> None:
     assert pane.alive
 
 
+@pytest.mark.integration
 async def test_terminate_kills_the_whole_tree_and_the_window(host: TmuxHost) -> None:
     sink = Sink()
     # a setsid grandchild whose parent is gone is no descendant any more: its marker finds it
-    pane = host.spawn(spec("kt1", "sh", "-c", "trap '' HUP; sleep 1000 & (setsid sleep 1001 &); sleep 1002"), sink)
+    pane = await host.spawn(
+        spec("kt1", "sh", "-c", "trap '' HUP; sleep 1000 & (setsid sleep 1001 &); sleep 1002"), sink
+    )
     await until(lambda: len(tree_members("kt1", pane.pid)) >= 4, what="the children")
     pids = tree_members("kt1", pane.pid)
     assert pids - descendants(pane.pid), "the setsid grandchild left the tree (its parent exited)"
@@ -192,18 +206,35 @@ def _not_zombie(pid: int) -> bool:
         return False
 
 
+@pytest.mark.integration
 async def test_failed_spawn_leaves_no_window(host: TmuxHost, tmp_path: Path) -> None:
     before = windows(host)
     with pytest.raises(SpawnError, match="not found"):
-        host.spawn(spec("bad1", "/no/such/program"), Sink())
+        await host.spawn(spec("bad1", "/no/such/program"), Sink())
     with pytest.raises(SpawnError, match="does not exist"):
-        host.spawn(spec("bad2", "sh", cwd=str(tmp_path / "missing")), Sink())
+        await host.spawn(spec("bad2", "sh", cwd=str(tmp_path / "missing")), Sink())
     assert windows(host) == before
 
 
+@pytest.mark.integration
+async def test_a_command_far_over_tmux_s_command_limit_runs_whole(host: TmuxHost) -> None:
+    """tmux refuses a command line over ~16 KB: the pane exited 127 after a 201. The command and
+    its environment now reach the pane in a launch script, which deletes itself."""
+    sink = Sink()
+    arg, big = "a" * 40_000, "b" * 50_000
+    launch = LaunchSpec(
+        "long1", ("sh", "-c", 'echo "got ${#1} ${#BIG}"', "sh", arg), os.getcwd(), {**env(), "BIG": big}, 24, 80
+    )
+    await host.spawn(launch, sink)
+    await until(lambda: sink.exits, what="the exit")
+    assert sink.exits[0][0] == 0 and b"got 40000 50000" in sink.data
+    assert not list((host.state_dir / "launch").iterdir()), "the launch script removed itself"
+
+
+@pytest.mark.integration
 async def test_a_second_host_adopts_the_pane_with_its_screen(host: TmuxHost, tmp_path: Path) -> None:
     sink = Sink()
-    pane = host.spawn(spec("ad1", "sh", rows=10, cols=40), sink)
+    pane = await host.spawn(spec("ad1", "sh", rows=10, cols=40), sink)
     pid, ref = pane.pid, pane.ref
     await until(lambda: sink.data, what="the prompt")
     pane.write(b"printf '\\033[31mMARKER\\033[0m\\n'; printf '\\033[?2004h'\r")
@@ -233,9 +264,42 @@ async def test_a_second_host_adopts_the_pane_with_its_screen(host: TmuxHost, tmp
         await second.stop()
 
 
+@pytest.mark.integration
+async def test_a_contained_pane_is_adopted_contained(tmp_path: Path) -> None:
+    """The window says the pane runs in a sandbox: the next server signals the agent inside (never
+    bwrap, which would die of it) and knows it as the launched process (the shell-back signal)."""
+    state = tmp_path / "state"
+    first = TmuxHost(state, sandbox=Sandbox(Policy(state)))
+    await first.start()
+    if not first.sandbox or not first.sandbox.active:
+        await first.stop()
+        await first.kill_server()
+        pytest.skip(f"bubblewrap cannot make a sandbox here: {first.sandbox.lost if first.sandbox else '-'}")
+    second = TmuxHost(state, sandbox=Sandbox(Policy(state)))
+    try:
+        pane = await first.spawn(spec("cad1", "sh"), Sink())
+        await until(lambda: pane.agent_pid is not None and pane.foreground_pgid() == pane.agent_pid, what="the shell")
+        shell = pane.agent_pid
+        pane.close()
+        await first.stop()
+        await second.start()
+        adopted = await second.adopt(pane.ref, "cad1", Sink())
+        assert adopted is not None and adopted.contained and adopted.agent_pid == shell != adopted.pid
+        adopted.write(b"sleep 30\r")
+        await until(lambda: adopted.foreground_pgid() not in (None, shell), what="sleep in the foreground")
+        adopted.signal(signal.SIGINT)
+        await until(lambda: adopted.foreground_pgid() == shell, what="the shell back after ^C")
+        assert adopted.alive
+        await adopted.terminate(grace=0.5)
+    finally:
+        await second.stop()
+        await second.kill_server()
+
+
+@pytest.mark.integration
 async def test_adopting_an_exited_pane_gives_its_last_screen_and_status(host: TmuxHost, tmp_path: Path) -> None:
     sink = Sink()
-    pane = host.spawn(spec("de1", "sh", "-c", "echo LAST-WORDS; exit 3", rows=8, cols=40), sink)
+    pane = await host.spawn(spec("de1", "sh", "-c", "echo LAST-WORDS; exit 3", rows=8, cols=40), sink)
     await until(lambda: sink.exits, what="the exit")
     ref = pane.ref
     await host.stop()
@@ -252,23 +316,26 @@ async def test_adopting_an_exited_pane_gives_its_last_screen_and_status(host: Tm
         await second.stop()
 
 
+@pytest.mark.integration
 async def test_orphan_windows_are_removed_but_known_ones_kept(host: TmuxHost) -> None:
-    kept = host.spawn(spec("keep1", "sleep", "1000"), Sink())
-    orphan = host.spawn(spec("orph1", "sleep", "1001"), Sink())
+    kept = await host.spawn(spec("keep1", "sleep", "1000"), Sink())
+    orphan = await host.spawn(spec("orph1", "sleep", "1001"), Sink())
     assert await host.remove_orphans({"keep1"}) == ["orph1"]
     await until(lambda: not _not_zombie(orphan.pid), what="the orphan gone")
     assert set(await host.list_sessions()) == {"keep1"} and _not_zombie(kept.pid)
 
 
+@pytest.mark.integration
 async def test_killed_tmux_server_loses_every_pane(host: TmuxHost) -> None:
     sinks = [Sink(), Sink()]
     for i, sink in enumerate(sinks):
-        host.spawn(spec(f"lost{i}", "sleep", "1000"), sink)
+        await host.spawn(spec(f"lost{i}", "sleep", "1000"), sink)
     subprocess.run(["tmux", "-S", str(host.socket), "kill-server"], check=True)
     await until(lambda: all(s.exits for s in sinks), what="both panes lost")
     assert all(s.exits == [(None, "the tmux server is gone")] for s in sinks)
 
 
+@pytest.mark.integration
 async def test_socket_of_another_user_is_refused(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
@@ -279,6 +346,7 @@ async def test_socket_of_another_user_is_refused(tmp_path: Path) -> None:
         await TmuxHost(state).start()
 
 
+@pytest.mark.unit
 def test_seed_bytes_paint_an_alternate_screen() -> None:
     info = PaneInfo(
         "%1", 1, "@1", "s", False, None, None, 3, 1, True, True, 20, 4, 0, 3, False, False, "/dev/pts/9", "t"
@@ -291,6 +359,7 @@ def test_seed_bytes_paint_an_alternate_screen() -> None:
     assert screen.lines()[0].startswith("main screen")
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_tmux_usable_names_what_is_missing() -> None:
     assert tmux_usable("no-such-tmux-binary") is not None and "not installed" in tmux_usable("no-such-tmux-binary")

@@ -27,6 +27,7 @@ def lines_of(path: Path) -> list[list]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:]]
 
 
+@pytest.mark.unit
 async def test_events_header_split_characters_and_resizes(tmp_path):
     path = tmp_path / "deep" / "s.cast"
     t = Transcript(
@@ -67,6 +68,7 @@ async def test_events_header_split_characters_and_resizes(tmp_path):
     assert replay(cast, at=-1).lines()[0] == ""  # before the first event: a blank screen
 
 
+@pytest.mark.unit
 async def test_size_cap_stops_recording_with_one_marker(tmp_path):
     path = tmp_path / "big.cast"
     t = Transcript(path, rows=5, cols=30, max_bytes=4096, loop=asyncio.get_running_loop())
@@ -84,6 +86,7 @@ async def test_size_cap_stops_recording_with_one_marker(tmp_path):
     read_cast(path)  # still a valid recording
 
 
+@pytest.mark.unit
 async def test_write_failure_stops_recording_and_says_so(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -93,6 +96,7 @@ async def test_write_failure_stops_recording_and_says_so(tmp_path):
     assert t.error and t.closed and t.info()["error"]
 
 
+@pytest.mark.integration
 async def test_recorded_session_replays_to_the_states_it_had(tmp_path):
     folder = tmp_path / "casts"
     async with live_server(transcripts=folder) as live:
@@ -157,6 +161,7 @@ async def test_recorded_session_replays_to_the_states_it_had(tmp_path):
     assert raw_until(cast).data == (tmp_path / "end.raw").read_bytes()
 
 
+@pytest.mark.integration
 async def test_no_recording_without_the_option():
     async with live_server() as live:
         s = await live.create(command=bash("echo hi; sleep 30"))
@@ -164,19 +169,21 @@ async def test_no_recording_without_the_option():
         assert (await live.http.get(f"/api/sessions/{s['id']}/transcript")).status_code == 404
 
 
+@pytest.mark.integration
 async def test_stopping_the_service_closes_recordings(tmp_path):
     async with live_server(transcripts=tmp_path) as live:
         s = await live.create(command=bash("printf 'bye\\r\\n'; sleep 30"))
         for _ in range(200):
-            if live.engine.get(s["id"])["bytes_read"]:
+            if live.engine.info(s["id"]).bytes_read:
                 break
             await asyncio.sleep(0.02)
-        recording = live.engine.panes.sessions[s["id"]].transcript  # white box: its file handle
+        recording = live.engine._p.table.by_id[s["id"]].transcript  # white box: its file handle
     assert recording.closed and recording._file is not None and recording._file.closed
     cast = read_cast(tmp_path / f"{s['id']}.cast")
     assert "bye" in "".join(e[2] for e in cast.events)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -194,12 +201,14 @@ def test_bad_recordings_are_refused_naming_the_line(tmp_path, content, needle):
     assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
 
 
+@pytest.mark.integration
 def test_at_needs_a_recording(tmp_path):
     (tmp_path / "x.raw").write_bytes(b"hello")
     r = panewatch("classify", "--at", "1", str(tmp_path / "x.raw"))
     assert r.returncode == 2 and "--at needs a .cast recording" in r.stderr
 
 
+@pytest.mark.integration
 async def test_the_size_cap_setting_reaches_live_recordings(tmp_path):
     async with live_server(transcripts=tmp_path, transcript_max_bytes=4096) as live:
         s = await live.create(
@@ -214,3 +223,59 @@ async def test_the_size_cap_setting_reaches_live_recordings(tmp_path):
         r = await live.http.get(f"/api/sessions/{s['id']}/transcript")
         assert r.status_code == 200 and len(r.content) <= 4096
         assert json.loads(r.content.splitlines()[-1])[1] == "m"
+
+
+class _Spun(BaseException):
+    """sync() went round without giving the loop a turn (BaseException: sync catches Exception)."""
+
+
+@pytest.mark.unit
+async def test_sync_right_after_a_write_finished_gives_the_loop_a_turn(tmp_path, monkeypatch):
+    """A write's future is done a loop turn before its callback counts it; a sync() in between
+    (a GET of the recording) once spun there forever, freezing the service."""
+    loop = asyncio.get_running_loop()
+    t = Transcript(tmp_path / "s.cast", rows=5, cols=30, max_bytes=4096, loop=loop, session="abcd")
+    t.output(b"hello")
+    await t.sync()
+    written = t.written
+    done = loop.create_future()
+    done.add_done_callback(t._written)
+    t._writing, t._in_flight = done, 7
+    done.set_result(None)  # done; _written is scheduled, not run
+    rounds = 0
+    shield = asyncio.shield
+
+    def counted(arg):
+        nonlocal rounds
+        rounds += 1
+        if rounds > 20:
+            raise _Spun
+        return shield(arg)
+
+    monkeypatch.setattr(asyncio, "shield", counted)
+    await t.sync()
+    assert t.written == written + 7 and t._writing is None
+
+
+@pytest.mark.integration
+async def test_a_recording_removed_after_it_was_found_is_a_clean_404(tmp_path, monkeypatch, caplog):
+    """The file is opened before the answer starts: one removed between the lookup and the open
+    (a cleanup job, a user) is a 404 that says so, not a traceback halfway through a 200."""
+    async with live_server(transcripts=tmp_path) as live:
+        sid = (await live.create(command=bash("printf 'hi\\r\\n'; sleep 30")))["id"]
+        for _ in range(200):  # until the header and the first output are in the file
+            if (await live.http.get(f"/api/sessions/{sid}/transcript")).status_code == 200:
+                break
+            await asyncio.sleep(0.02)
+        found = live.engine.transcript
+
+        async def then_removed(wanted: str):
+            where = await found(wanted)
+            where[0].unlink()
+            return where
+
+        monkeypatch.setattr(live.engine, "transcript", then_removed)
+        with caplog.at_level("WARNING"):
+            r = await live.http.get(f"/api/sessions/{sid}/transcript")
+        assert r.status_code == 404 and "went away" in r.json()["detail"], r.text
+        assert not [rec for rec in caplog.records if rec.levelname in ("ERROR", "CRITICAL")]

@@ -1,0 +1,194 @@
+"""opencode, Qwen Code, Copilot CLI, Continue, gptme and Cline through the whole service, driven only through the API.
+
+One run per agent (their CI cost kept small: these are slow starters): launched by
+``POST /api/sessions`` against the lab's tool-calling chat mock, the session must read ``working``
+(source ``start``) until the agent's own idle rule matched, then ``working`` while the model
+thinks, ``blocked`` while its shell command waits (``/send`` refused), and after a confirmed
+``/answer`` the command must have run and the pane be ``idle`` again. The mock's JSON-lines log is
+the ground truth for what the model was doing. Where the agent has hooks the service adds at launch
+(Qwen Code), the hooks' reports must arrive too, and nothing may land in the user's own files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from live import Live, live_server
+from panewatch.engine.events import Reported
+from panewatch_lab.agent_labs import LABS, AgentLab
+from panewatch_lab.agent_scenario import last_turn
+from panewatch_lab.loopback import LoopbackServer
+from test_live_agents import Decisions, settled, shows, wait_turn
+
+pytestmark = pytest.mark.live
+
+#: Per agent: what its ready screen shows, the rule that must say idle, the rule that must say
+#: blocked for the shell prompt (and any other rule allowed to say blocked meanwhile: Qwen's title
+#: turns ✳︎ a moment before the box is drawn), and the keys a confirmed /answer sends to allow the
+#: command once.
+AGENTS: dict[str, dict[str, Any]] = {
+    "opencode": {
+        "ready": "ctrl+p commands",
+        "idle_rule": "input_box",
+        "blocked_rule": "permission_request",
+        "asked": "Permission required",
+        "answer": {"keys": "\r"},
+    },
+    "qwen": {
+        "ready": "Type your message",
+        "idle_rule": "input_box",
+        "blocked_rule": "confirmation",
+        "also_blocked": {"waiting_title"},
+        "asked": "Waiting for user confirmation",
+        "answer": {"keys": "\r"},
+        "hooks": ({"UserPromptSubmit", "PreToolUse", "PostToolUse"}, {"PermissionRequest"}, {"Stop"}),
+    },
+    "copilot": {
+        "ready": "/ commands",
+        "idle_rule": "composer",
+        "blocked_rule": "question_box",
+        "asked": "Do you want to run this command",
+        "answer": {"keys": "\r"},
+    },
+    "continue": {
+        "ready": "Ask anything, @ for context",
+        "idle_rule": "input_box",
+        "blocked_rule": "permission_box",
+        "asked": "Would you like to continue",
+        "answer": {"keys": "\r"},
+    },
+    "gptme": {
+        "ready": "^User:",
+        "idle_rule": "user_prompt",
+        "blocked_rule": "confirm_question",
+        "also_blocked": {"confirmation_title"},
+        "asked": "Execute shell?",
+        "answer": {"keys": "y\r"},
+        # gptme turns itself non-interactive (no prompt, no confirmations) when it sees
+        # PYTEST_CURRENT_TEST, which the service's environment passes on to every pane here
+        "wrap": ["env", "-u", "PYTEST_CURRENT_TEST"],
+    },
+    "cline": {
+        "ready": "Auto-approve all disabled",
+        "idle_rule": "prompt_footer",
+        "blocked_rule": "permission_box",
+        "asked": "Cline needs permission",
+        "answer": {"keys": "y"},
+    },
+}
+#: Slow starters (opencode: 60-90 s to its first frame on this 2-core machine under load).
+READY_S = 240
+
+
+def _lab(agent: str) -> tuple[AgentLab, str]:
+    lab = LABS[agent]
+    binary = lab.find()
+    if binary is None:
+        pytest.skip(f"{agent} CLI not installed ({' '.join(lab.install_command(lab.pinned, lab.default_prefix()))})")
+    return lab, binary
+
+
+def _files(home: Path) -> dict[str, str]:
+    """Every small text file under the agent's HOME (its config), to see that no hook landed there."""
+    out = {}
+    for path in home.rglob("*.json"):
+        try:
+            if path.stat().st_size < 200_000:
+                out[str(path.relative_to(home))] = path.read_text()
+        except OSError:
+            continue
+    return out
+
+
+async def until(check: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("agent", list(AGENTS))
+async def test_start_working_blocked_answer_idle(agent: str, tmp_path: Path) -> None:
+    facts = AGENTS[agent]
+    lab, binary = _lab(agent)
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    with LoopbackServer(lab.mock(None)) as mock:
+        async with live_server(mode="change") as live:
+            reports: list[Reported] = []
+            live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
+            env = lab.prepare(home, project, mock.url)
+            argv = [*facts.get("wrap", ()), *lab.start_up(frozenset(), home, project, env, lab.argv(binary, project))]
+            config_before = _files(home)
+            s = await live.create(agent=agent, command=argv, cwd=str(project), env=env, rows=32, cols=120)
+            sid = s["id"]
+            decisions = Decisions(live, sid)
+            try:
+                await _drive(live, mock, sid, facts, project, decisions, reports)
+            finally:
+                decisions.close()
+                await live.http.delete(f"/api/sessions/{sid}")
+                if lab.cleanup is not None:
+                    lab.cleanup(home)
+            if "hooks" in facts:
+                working, blocked, ended = facts["hooks"]
+                seen = [(e.event, e.state) for e in reports]
+                assert any(ev in working and st == "working" for ev, st in seen), seen
+                assert any(ev in blocked and st == "blocked" for ev, st in seen), seen
+                assert any(ev in ended and st == "idle" for ev, st in seen), seen
+                after = _files(home)
+                changed = [name for name, text in config_before.items() if after.get(name) != text]
+                assert not any("hooks" in after.get(name, "") for name in changed), changed
+
+
+async def _drive(
+    live: Live,
+    mock: LoopbackServer,
+    sid: str,
+    facts: dict[str, Any],
+    project: Path,
+    decisions: Decisions,
+    reports: list[Reported],
+) -> None:
+    # start → idle only once the agent drew its input box (its rule, never "nothing matched")
+    await shows(live, sid, facts["ready"], READY_S)
+    info = await live.wait_state(sid, "idle", 30)
+    assert (info["source"], info["rule"]) == ("screen", facts["idle_rule"]), info
+    assert decisions.seen[0][1:3] == ("working", "start"), decisions.seen
+    await settled(live, sid, quiet=2.0, timeout=60)
+
+    # a turn the model is slow to answer reads working
+    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:slow"})
+    assert r.status_code == 200 and r.json()["state_before"] == "idle", r.text
+    await wait_turn(mock, "waiting", 1, 60)
+    await live.wait_state(sid, "working", 30)
+    await wait_turn(mock, "done", 1, 90)
+    await live.wait_state(sid, "idle", 60)
+    await settled(live, sid, quiet=1.0, timeout=30)
+
+    # a shell command reads blocked; /send is refused; a confirmed /answer takes and the command runs
+    before = last_turn(mock.records()).requests
+    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:bash"})
+    assert r.status_code == 200, r.text
+    await wait_turn(mock, "tool", before + 1, 90)
+    await shows(live, sid, facts["asked"], 90)
+    info = await live.wait_state(sid, "blocked", 15)
+    assert info["source"] in {"screen", "hook"}, info
+    explain = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
+    assert explain["screen_verdict"]["rule"] == facts["blocked_rule"], explain["screen_verdict"]
+    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "hello"})
+    assert r.status_code == 409 and r.json()["state"] == "blocked", r.text
+    await asyncio.sleep(0.5)  # the same settle a person gives a prompt before answering it
+    r = await live.http.post(f"/api/sessions/{sid}/answer", json={**facts["answer"], "confirm": True})
+    assert r.status_code == 200 and r.json()["took"] is True, r.text
+    await until(lambda: (project / "x.txt").exists(), "the approved command never ran", 60)
+    await wait_turn(mock, "done", before + 2, 90)
+    await live.wait_state(sid, "idle", 60)
+    allowed = {facts["blocked_rule"], *facts.get("also_blocked", ())}
+    wrongly = [d for d in decisions.seen if d[1] == "blocked" and d[2] == "screen" and d[3] not in allowed]
+    assert not wrongly, decisions.seen
