@@ -9,6 +9,18 @@ _agent_or_command  # api.models: @model_validator
 _one_of  # api.models: @model_validator
 _folder  # config: @field_validator
 _resume_has_id  # manifest: @field_validator
+_rule_state  # manifest: @field_validator
+_screen_state  # fixtures: @field_validator
+_known_host  # api.models: @field_validator
+_pem  # config: @field_validator
+_subject  # config: @field_validator
+_chain  # config: @field_validator
+_kinds  # config: @field_validator
+_tls_pair  # config: @model_validator
+expirationTime  # api.routes_push: the browser's PushSubscription field, parsed and not kept
+_consistent  # resume.ResumeSpec: @model_validator
+optional_value  # resume.ResumeSpec: a manifest field, read by kind (getattr) in kind_of
+variadic  # resume.ResumeSpec: a manifest field, read by kind (getattr) in kind_of
 settings_customise_sources  # config: pydantic-settings hook
 dotenv_settings  # config: keyword argument pydantic-settings passes to the hook
 file_secret_settings  # config: keyword argument pydantic-settings passes to the hook
@@ -21,6 +33,19 @@ ws_conversation  # api.routes_acp
 healthz  # api.routes_service
 metrics_text  # api.routes_service
 logout  # api.routes_service
+ledger_page  # api.routes_ledger
+ledger_export  # api.routes_ledger
+service_worker  # api.routes_service
+web_manifest  # api.routes_service
+new_pairing  # api.routes_devices
+list_devices  # api.routes_devices
+revoke_device  # api.routes_devices
+pair_form  # api.routes_devices
+push_key  # api.routes_push
+subscriptions  # api.routes_push
+test_push  # api.routes_push
+escalated  # notify.Notification: why a sink got an escalated push (webhook JSON, PANEWATCH_ESCALATED)
+acted_at  # push.Receipt: when the user acted on a push (kept beside shown_at for the ledger)
 static  # api.routes_service
 create_session  # api.routes_sessions
 list_sessions  # api.routes_sessions
@@ -62,6 +87,8 @@ _known_region
 _valid_regexes
 _has_patterns
 _unique_rule_names
+_one_way
+_valid
 
 # fields written into foreign objects: re2.Options, and C structs libghostty reads (screen_ghostty)
 log_errors
@@ -89,3 +116,38 @@ logThreads  # logging
 logProcesses  # logging
 logMultiprocessing  # logging
 _srcfile  # logging
+
+# wrappers: the seam resume and containment put another agent argv behind (used by both)
+with_agent  # wrappers.Launch
+
+# read models (engine.models, the API's answers): fields pydantic serializes for clients
+accepted  # api.routes_report: Accepted / Ignored
+session_state  # api.routes_report.Accepted
+logged_out  # api.routes_service.LoggedOut
+age_s  # engine.models: ReportView, StatusView
+counts  # engine.models.StatusView
+bytes_emulated  # engine.models.EngineStats (also /metrics)
+bytes_read_by_session  # engine.models.EngineStats (the benchmark's probe)
+screen_errors  # engine.models.EngineStats
+notifications_suppressed  # engine.models.EngineStats
+foreground_pid  # engine.models.SessionInfo
+launched_agent  # engine.models.SessionInfo
+possible  # engine.models.ResumeOffer
+full  # engine.models.ScreenFrame
+manifest_version  # engine.models.Explanation
+screen_verdict  # engine.models.Explanation
+state_before  # engine.models.Sent
+waited_s  # engine.models.AnswerResult
+priority  # engine.models.PlanItem
+stdout_noise  # engine.models.ConversationView
+device  # engine.models.ActorKind: registered devices (Web Push), the next issue's writers
+policy  # engine.models.ActorKind: automatic rules (the lab and benchmark act as one today)
+discarded  # engine.models.Deletion: a worktree session's lost files
+files_total  # worktrees.Changes
+
+# the approval policy: pydantic validators and a FastAPI route, called by their frameworks
+_valid_option  # manifest.RequestRead: approve_once / refuse patterns checked
+_absolute  # policy.PolicyRule: folder
+_unique_ids  # policy.PolicyFile
+policy_status  # api.routes_policy: GET /api/policy
+decisions  # api.routes_policy.PolicyStatus
