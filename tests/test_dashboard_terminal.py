@@ -660,7 +660,10 @@ def test_a_slow_client_is_resynchronised_not_queued(server: Server) -> None:
             json.dumps(
                 {
                     "type": "input",
-                    "data": f"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {flood}; echo flood-done\r",
+                    # the marker is spelt so that the echo of the typed line never matches it: a
+                    # shell that starts after the keys arrive echoes them, then draws its prompt,
+                    # and "flood-done ... sh$" once ended the read before the flood was read
+                    "data": f'yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {flood}; echo flood-""done\r',
                 }
             ),
         )
