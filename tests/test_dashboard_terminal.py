@@ -321,6 +321,9 @@ def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server
             return page.evaluate("id => window.panewatch.cards.get(id)?.term.viewportY", sid)
 
         def scroll_to_top() -> None:
+            # once loaded: the terminal scrolls to the bottom when the history and repaint are
+            # parsed ("ready"), which after a reload can come after the wheel and undo it
+            page.wait_for_function("id => window.panewatch.cards.get(id)?.term.loaded === true", arg=sid)
             screen.hover()
             bottom = viewport_y()
             page.mouse.wheel(0, -300)  # the wheel scrolls back a few lines at a time
