@@ -37,7 +37,7 @@ import httpx
 
 from panewatch.hosts.base import LaunchSpec
 from panewatch.hosts.tmux import TmuxHost
-from panewatch.ptyproc import PtyProcess
+from panewatch.procs.ptyproc import PtyProcess
 from panewatch.screen import Screen
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost
 from panewatch.hosts.pty import PtyHost
 from panewatch.hosts.tmux import TmuxHost, tmux_usable
-from panewatch.sandbox import Policy, Sandbox
+from panewatch.procs.sandbox import Policy, Sandbox
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PR_SET_CHILD_SUBREAPER = 36

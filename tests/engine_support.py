@@ -13,7 +13,7 @@ from panewatch.engine import Actor, ActorKind, Engine, EngineOptions, SessionInf
 from panewatch.engine.events import Event, Output
 from panewatch.hosts.memory import MemoryHandle, MemoryHost
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.procinfo import Program
+from panewatch.procs.procinfo import Program
 
 #: Who acts in the tests that call the engine directly.
 TESTER = Actor(kind=ActorKind.user, id="test", name="the test")

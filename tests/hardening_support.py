@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from panewatch.proctree import live as alive
-from panewatch.sandbox import agent_in_sandbox
+from panewatch.procs.proctree import live as alive
+from panewatch.procs.sandbox import agent_in_sandbox
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 
@@ -125,7 +125,7 @@ sleep 1000
 
 
 def host_pids(pids: list[int], root: int) -> list[int]:
-    """``pids`` as this machine numbers them. A pane in a sandbox (``panewatch.sandbox``) has a PID
+    """``pids`` as this machine numbers them. A pane in a sandbox (``panewatch.procs.sandbox``) has a PID
     namespace of its own, so what its processes say of themselves (``$$``, ``$!``) is their pid
     there: each is found here by that number among the processes of the sandbox's namespace."""
     agent = agent_in_sandbox(root)

@@ -24,7 +24,7 @@ NOT_YET_SPLIT = {
     "panewatch.screen",
     "panewatch.acp.client",
     "panewatch.api.routes_terminal",
-    "panewatch.push",  # came over the budget from #28 (Web Push) before this rule covered it
+    "panewatch.sinks.push",  # came over the budget from #28 (Web Push) before this rule covered it
 }
 #: What reaches into the engine's objects instead of asking the contract.
 INTERNALS = re.compile(r"\.sessions\[|engine\.(_|sessions|watchers|panes|pane|handle|scheduler|hub)\b|\.queue\b")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from panewatch.asks import Request, from_acp, from_permission, merged, screen_request
+from panewatch.access.validation import clean_report
 from panewatch.manifest import Manifest, ManifestStore, bundled_manifest_dir
+from panewatch.panes.asks import Request, from_acp, from_permission, merged, screen_request
 from panewatch.screen import Screen
-from panewatch.validation import clean_report
 
 pytestmark = pytest.mark.unit
 

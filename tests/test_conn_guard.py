@@ -21,7 +21,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from panewatch.conn_guard import MAX_HEAD_BYTES, Door, guarded_protocol, limits
+from panewatch.access.conn_guard import MAX_HEAD_BYTES, Door, guarded_protocol, limits
 from panewatch_lab.loopback import Loopback
 
 
@@ -187,7 +187,7 @@ def test_limits_follow_the_file_limit():
 
 RAISE = """
 import resource, sys
-from panewatch.conn_guard import raise_file_limit
+from panewatch.access.conn_guard import raise_file_limit
 print(*raise_file_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 """
 

@@ -20,7 +20,7 @@ import pytest
 
 from hardening_support import ServerProcess, wait_file
 from panewatch.hosts.tmux import tmux_usable
-from panewatch.sandbox import legacy_tiocsti
+from panewatch.procs.sandbox import legacy_tiocsti
 
 ATTACK = Path(__file__).with_name("attack_support.py")
 

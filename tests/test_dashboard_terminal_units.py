@@ -10,7 +10,7 @@ import pytest
 
 from panewatch.api.routes_terminal import History, PaneTerm, repaint
 from panewatch.engine._guard import prompt_reacted
-from panewatch.prompts import read_prompt
+from panewatch.panes.prompts import read_prompt
 from panewatch.screen import Screen
 
 pytestmark = pytest.mark.unit

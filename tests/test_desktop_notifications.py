@@ -17,7 +17,7 @@ from engine_support import memory_rig
 from live import live_server, next_event
 from panewatch.clock import ManualClock
 from panewatch.engine.events import Desktop, Event, Notified
-from panewatch.notify import DESKTOP_BURST, Notifier, clean
+from panewatch.sinks.notify import DESKTOP_BURST, Notifier, clean
 from panewatch_lab.loopback import Loopback
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from panewatch.access.devices import CODE_TTL_S, MAX_FAILED_CODES, Devices, PairingRefused
 from panewatch.api import create_app
 from panewatch.config import Settings
-from panewatch.devices import CODE_TTL_S, MAX_FAILED_CODES, Devices, PairingRefused
 from push_support import BrowserKeys
 
 pytestmark = pytest.mark.unit

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from engine_support import TESTER, Tap, bash, fast, wait_state, wait_text
+from panewatch.access.validation import clean_report
 from panewatch.engine import Engine, SessionInfo, SessionSpec
 from panewatch.engine.events import StateChanged
 from panewatch.errors import Conflict, InvalidRequest
 from panewatch.hosts.pty import PtyHost
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.sandbox import Policy, Sandbox
-from panewatch.validation import clean_report
+from panewatch.procs.sandbox import Policy, Sandbox
 from scripted import claude_like, stubborn_prompt
 
 pytestmark = pytest.mark.integration

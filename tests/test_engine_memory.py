@@ -15,7 +15,7 @@ from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
 from panewatch.engine import SessionSpec
 from panewatch.engine.events import Created, Ping, Snapshot, StateChanged
 from panewatch.errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession
-from panewatch.procinfo import Program
+from panewatch.procs.procinfo import Program
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit

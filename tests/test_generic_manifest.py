@@ -18,7 +18,7 @@ from panes_support import IDLE, PROMPT
 from panewatch.engine._launch import runs_shell
 from panewatch.fixtures import default_root, find_folders, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.procinfo import Program
+from panewatch.procs.procinfo import Program
 from panewatch.screen import Screen
 
 # one worker for the module: its tests share the captures replayed once (``_verdicts``)

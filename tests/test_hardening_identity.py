@@ -175,7 +175,7 @@ async def test_pane_a_cannot_change_pane_b_state(tmp_path):
 
 @pytest.mark.unit
 def test_login_ids_expire_are_revocable_across_restarts_and_die_with_the_token(tmp_path):
-    from panewatch.login import Logins
+    from panewatch.access.login import Logins
 
     now = [1000.0]
     revoked = tmp_path / "revoked.json"

@@ -16,9 +16,9 @@ from hardening_support import STUBBORN, ServerProcess, host_pids, kill_all, wait
 from live import live_server
 from panewatch.hosts.base import LaunchSpec
 from panewatch.hosts.tmux import TmuxHost, TmuxPane, tmux_usable
-from panewatch.proctree import MARKER_VAR, Cgroups, Reaper, live
-from panewatch.ptyproc import PtyProcess
-from panewatch.sandbox import Policy, Sandbox
+from panewatch.procs.proctree import MARKER_VAR, Cgroups, Reaper, live
+from panewatch.procs.ptyproc import PtyProcess
+from panewatch.procs.sandbox import Policy, Sandbox
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """What every pane host must do, checked the same way for each: the in-memory host, the pty host
-and the tmux host, the last two also with each agent in its sandbox (``panewatch.sandbox``, where
+and the tmux host, the last two also with each agent in its sandbox (``panewatch.procs.sandbox``, where
 bubblewrap runs); a new host is done when it passes these.
 
 Each host is described by a ``HostCase``: how to make it and the argv of four small agents
@@ -24,7 +24,7 @@ from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneHost, SpawnError, W
 from panewatch.hosts.memory import MemoryHost
 from panewatch.hosts.pty import PtyHost
 from panewatch.hosts.tmux import TmuxHost, tmux_usable
-from panewatch.sandbox import Policy, Sandbox
+from panewatch.procs.sandbox import Policy, Sandbox
 from panewatch.states import State
 
 pytestmark = pytest.mark.integration

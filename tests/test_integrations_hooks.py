@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from panewatch.access.report_socket import REPORT_COMMAND
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked, read_report
 from panewatch.integrations.codex import CODEX_EVENTS, codex_overrides, event_label, trusted_hash
 from panewatch.integrations.gemini import GEMINI_EVENTS, GeminiIntegration, overlay_home, with_hooks
-from panewatch.report_socket import REPORT_COMMAND
-from panewatch.resume import agent_session_id
+from panewatch.procs.resume import agent_session_id
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from panewatch.access.report_socket import REPORT_COMMAND
 from panewatch.integrations import INTEGRATIONS, hooked
 from panewatch.integrations.qwen import DEFAULTS_VARIABLE, QWEN_HOOK_EVENTS, defaults_file, with_hooks
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.report_socket import REPORT_COMMAND
-from panewatch.resume import agent_session_id
+from panewatch.procs.resume import agent_session_id
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit

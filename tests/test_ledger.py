@@ -19,8 +19,8 @@ from panewatch.engine import Actor, ActorKind
 from panewatch.engine.events import SEEN_LINE_CHARS, SEEN_LINES, seen_lines
 from panewatch.engine.models import RequestView
 from panewatch.errors import Conflict
-from panewatch.ledger import Ledger, LedgerQuery, verify
 from panewatch.registry import Registry
+from panewatch.sinks.ledger import Ledger, LedgerQuery, verify
 
 pytestmark = pytest.mark.unit
 
@@ -239,7 +239,7 @@ def test_removing_the_newest_row_shows_too(tmp_path: Path):
 def test_a_rewritten_row_with_a_fresh_hash_breaks_the_next_link(tmp_path: Path):
     registry, _ = filled(tmp_path)
     db = registry.db
-    from panewatch.ledger import chain_hash
+    from panewatch.sinks.ledger import chain_hash
 
     prev, body = db.execute("SELECT prev, body FROM ledger WHERE seq = 2").fetchone()
     forged = body.replace('"took":true', '"took":false')

@@ -27,7 +27,7 @@ import pytest
 
 from live import Live, live_server
 from panewatch.engine.events import Reported
-from panewatch.resume import agent_session_id
+from panewatch.procs.resume import agent_session_id
 from panewatch_lab.agent_labs import LABS
 from panewatch_lab.loopback import LoopbackServer
 from test_live_agents import AGENTS, _lab, rows, settled, shows, wait_turn

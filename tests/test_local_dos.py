@@ -24,7 +24,7 @@ import pytest
 
 from hardening_support import wait_file
 from live import live_server
-from panewatch.report_socket import TCP_UNNAMED, PeerSlots
+from panewatch.access.report_socket import TCP_UNNAMED, PeerSlots
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch
 
 # --- the report endpoint: one peer's connections are never another's -------------------------

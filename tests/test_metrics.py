@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from live import live_server, memory_server
 from panes_support import ERASE_PROMPT, PROMPT, WORKING
-from panewatch.metrics import family, quantile
+from panewatch.sinks.metrics import family, quantile
 from scripted import claude_like
 
 

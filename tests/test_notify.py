@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from panewatch.notify import Notifier
+from panewatch.sinks.notify import Notifier
 from panewatch_lab.loopback import Loopback
 
 

@@ -9,7 +9,7 @@ import pytest
 from panewatch import backends
 from panewatch.manifest import Verdict
 from panewatch.oob import OutOfBand
-from panewatch.signals import combine
+from panewatch.panes.signals import combine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -96,7 +96,7 @@ def test_progress_and_notifications() -> None:
 @pytest.mark.unit
 def test_the_signal_order_with_a_status() -> None:
     from panewatch.oob import Status
-    from panewatch.signals import Report
+    from panewatch.panes.signals import Report
 
     blocked, working, idle = (
         Status("blocked", "blocked", "permission"),

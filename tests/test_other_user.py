@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from panewatch.hosts.tmux import tmux_usable
-from panewatch.sandbox import legacy_tiocsti
+from panewatch.procs.sandbox import legacy_tiocsti
 from panewatch_lab.loopback import free_port
 from panewatch_lab.serve_proc import ServeProcess, env_without_panewatch, serve_argv
 

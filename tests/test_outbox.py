@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from panewatch.outbox import Outbox
+from panewatch.procs.outbox import Outbox
 
 pytestmark = pytest.mark.unit
 

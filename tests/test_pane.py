@@ -7,10 +7,10 @@ import pytest
 from panes_support import IDLE, PROMPT, WORKING
 from panewatch.clock import ManualClock
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.pane import Pane
-from panewatch.procinfo import Program
+from panewatch.panes.pane import Pane
+from panewatch.panes.signals import Report
+from panewatch.procs.procinfo import Program
 from panewatch.screen import Screen
-from panewatch.signals import Report
 from panewatch.states import Source, State
 
 pytestmark = pytest.mark.unit

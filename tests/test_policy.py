@@ -14,12 +14,12 @@ import pytest
 from engine_support import TESTER, memory_rig
 from live import memory_server
 from panes_support import IDLE
-from panewatch._shell_subject import parse_command
+from panewatch.access.validation import clean_report
 from panewatch.engine import SessionSpec
 from panewatch.engine.events import Acted, Event, PolicyDecided
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.policy import Asked, Policy, PolicyError, PolicyFile, PolicyStore, parse_policy
-from panewatch.validation import clean_report
+from panewatch.policy._shell_subject import parse_command
 
 pytestmark = [pytest.mark.unit]
 

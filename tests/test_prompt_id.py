@@ -11,7 +11,7 @@ import pytest
 from engine_support import TESTER, memory_rig
 from panes_support import ERASE_PROMPT, PROMPT, WORKING
 from panewatch.errors import PromptGone
-from panewatch.prompts import prompt_id
+from panewatch.panes.prompts import prompt_id
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import pytest
 
 from panewatch.fixtures import default_root, find_folders, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.prompts import numbered_options, read_prompt
+from panewatch.panes.prompts import numbered_options, read_prompt
 from panewatch.screen import Screen
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from panewatch.ptyproc import PtyProcess, SpawnError, WriteRefused
+from panewatch.procs.ptyproc import PtyProcess, SpawnError, WriteRefused
 
 pytestmark = pytest.mark.integration
 

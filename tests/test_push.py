@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from panewatch.clock import ManualClock
-from panewatch.notify import Notifier
-from panewatch.push import NOT_RECEIVING_AFTER, SEEN_S, Pusher, PushRefused, check_endpoint
+from panewatch.sinks.notify import Notifier
+from panewatch.sinks.push import NOT_RECEIVING_AFTER, SEEN_S, Pusher, PushRefused, check_endpoint
 from push_support import BrowserKeys, PushService, vapid_claims
 
 pytestmark = pytest.mark.unit

@@ -12,6 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from panewatch.access.statedir import (
+    OPEN_MODE,
+    PRIVATE_MODE,
+    StateDirError,
+    check_reachable,
+    load_or_create_token,
+    prepare_state_dir,
+    secure_contents,
+)
 from panewatch.registry import (
     APPLICATION_ID,
     REGISTRY_FILE,
@@ -21,15 +30,6 @@ from panewatch.registry import (
     RegistryError,
     hash_token,
     token_matches,
-)
-from panewatch.statedir import (
-    OPEN_MODE,
-    PRIVATE_MODE,
-    StateDirError,
-    check_reachable,
-    load_or_create_token,
-    prepare_state_dir,
-    secure_contents,
 )
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.resume import ResumeError, agent_session_id, resume_argv
+from panewatch.procs.resume import ResumeError, agent_session_id, resume_argv
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import pytest
 from agent_help_support import Options, options_of
 from claude_support import CLAUDE
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.resume import ResumeSpec, resume_argv
+from panewatch.procs.resume import ResumeSpec, resume_argv
 from panewatch_lab.agent_labs import get_lab
 
 pytestmark = pytest.mark.live

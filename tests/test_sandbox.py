@@ -18,7 +18,7 @@ from live import live_server
 from panewatch.config import Settings
 from panewatch.hosts.base import LaunchSpec
 from panewatch.hosts.pty import PtyHost
-from panewatch.sandbox import Policy, Sandbox, Uncontainable, legacy_tiocsti, sandbox_for, tmux_default_folder
+from panewatch.procs.sandbox import Policy, Sandbox, Uncontainable, legacy_tiocsti, sandbox_for, tmux_default_folder
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 
@@ -98,7 +98,7 @@ def test_the_settings_hide_the_server_s_secrets(tmp_path: Path) -> None:
 async def test_without_bubblewrap_serve_says_once_what_is_lost_and_runs_uncontained(
     state: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "panewatch.sandbox")
+    caplog.set_level(logging.INFO, "panewatch.procs.sandbox")
     sandbox = Sandbox(Policy(state, bwrap="no-such-bwrap-here"))
     await sandbox.start()
     await sandbox.start()  # a second host sharing it: still said once
@@ -110,7 +110,7 @@ async def test_without_bubblewrap_serve_says_once_what_is_lost_and_runs_uncontai
 
 @pytest.mark.unit
 async def test_containment_off_warns_when_tiocsti_is_open(state: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "panewatch.sandbox")
+    caplog.set_level(logging.INFO, "panewatch.procs.sandbox")
     await Sandbox(None).start()
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "not contained" in said

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from panewatch.clock import ManualClock
-from panewatch.pane import Pane
-from panewatch.scheduler import Scheduler, Timing
+from panewatch.panes.pane import Pane
+from panewatch.panes.scheduler import Scheduler, Timing
 from panewatch.screen import Screen
 
 pytestmark = pytest.mark.unit

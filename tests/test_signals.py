@@ -14,7 +14,7 @@ from panewatch.integrations.claude import (
     state_from_payload,
 )
 from panewatch.manifest import Verdict
-from panewatch.signals import Report, combine
+from panewatch.panes.signals import Report, combine
 
 pytestmark = pytest.mark.unit
 

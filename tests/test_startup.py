@@ -14,7 +14,7 @@ import pytest
 
 from engine_support import memory_rig
 from panewatch.manifest import ManifestStore, Verdict
-from panewatch.signals import combine
+from panewatch.panes.signals import combine
 
 pytestmark = pytest.mark.unit
 

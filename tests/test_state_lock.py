@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from hardening_support import ServerProcess
+from panewatch.access.statelock import LOCK_FILE, StateLockError, lock_state_dir
 from panewatch.hosts.tmux import tmux_usable
-from panewatch.proctree import live as alive
-from panewatch.statelock import LOCK_FILE, StateLockError, lock_state_dir
+from panewatch.procs.proctree import live as alive
 from panewatch_lab.serve_proc import env_without_panewatch, serve_argv
 
 pytestmark = pytest.mark.integration
@@ -158,7 +158,7 @@ def test_the_holder_is_named_even_before_it_wrote_its_pid_and_the_lock_dies_with
 
 
 def test_the_lock_leaves_the_reapers_lock_files_alone(tmp_path):
-    from panewatch.proctree import Reaper
+    from panewatch.procs.proctree import Reaper
 
     lock = lock_state_dir(tmp_path)
     try:

@@ -15,9 +15,9 @@ import pytest
 
 from panewatch.hosts import LaunchSpec, PaneHandle, PaneHost, SpawnError, WriteRefused
 from panewatch.hosts.tmux import PaneInfo, TmuxError, TmuxHost, quote, seed_bytes, tmux_usable, tree_members, unescape
-from panewatch.procinfo import program_name
-from panewatch.proctree import descendants
-from panewatch.sandbox import Policy, Sandbox
+from panewatch.procs.procinfo import program_name
+from panewatch.procs.proctree import descendants
+from panewatch.procs.sandbox import Policy, Sandbox
 from panewatch.screen import Screen
 from panewatch.states import State
 

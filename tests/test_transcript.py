@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from live import live_server
-from panewatch.transcript import Transcript, raw_until, read_cast, replay
+from panewatch.sinks.transcript import Transcript, raw_until, read_cast, replay
 from scripted import claude_like
 
 

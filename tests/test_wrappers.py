@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from panewatch.wrappers import Launch, split_launch, wrappers
+from panewatch.procs.wrappers import Launch, split_launch, wrappers
 
 pytestmark = pytest.mark.unit
 

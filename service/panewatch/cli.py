@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import fixtures as fixture_files
-from . import plugins, transcript
+from . import plugins
 from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
 from .screen import Screen
+from .sinks import transcript
 from .states import State
 from .tail import strip_tail
 
@@ -260,8 +261,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     import sqlite3
 
     from .config import default_state_dir
-    from .ledger import LedgerQuery, export_lines, open_read_only, verify
     from .registry import REGISTRY_FILE
+    from .sinks.ledger import LedgerQuery, export_lines, open_read_only, verify
 
     state_dir = Path(args.state_dir or os.environ.get("PANEWATCH_STATE_DIR") or default_state_dir())
     try:

@@ -74,8 +74,8 @@ def server_token(token: str | None, token_file: str | None, state_dir: str | Non
     file, else the one the server keeps in its state folder (readable by this user only)."""
     from pathlib import Path
 
+    from .access.statedir import TOKEN_FILE
     from .config import default_state_dir
-    from .statedir import TOKEN_FILE
 
     token = token or os.environ.get("PANEWATCH_TOKEN")
     if token:

@@ -12,12 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Settings, default_state_dir
-from .hosts.base import PaneHost
-from .hosts.tmux import TmuxError, TmuxHost, tmux_usable
-from .registry import Registry, RegistryError
-from .sandbox import Sandbox, sandbox_for
-from .statedir import (
+from .access.statedir import (
     OPEN_MODE,
     PRIVATE_MODE,
     StateDirError,
@@ -26,7 +21,12 @@ from .statedir import (
     prepare_state_dir,
     secure_contents,
 )
-from .statelock import StateLock, StateLockError, lock_state_dir
+from .access.statelock import StateLock, StateLockError, lock_state_dir
+from .config import Settings, default_state_dir
+from .hosts.base import PaneHost
+from .hosts.tmux import TmuxError, TmuxHost, tmux_usable
+from .procs.sandbox import Sandbox, sandbox_for
+from .registry import Registry, RegistryError
 
 log = logging.getLogger("panewatch")
 
@@ -51,7 +51,7 @@ def choose_host(pane_host: str | None, state_dir: Path, sandbox: Sandbox | None 
     killed server (tmux instead keeps its agents for the next start to adopt). Either host runs
     each agent in ``sandbox``."""
     from .hosts.pty import PtyHost
-    from .proctree import Reaper
+    from .procs.proctree import Reaper
 
     if pane_host == "pty":
         return PtyHost(reaper=Reaper(state_dir), sandbox=sandbox), None

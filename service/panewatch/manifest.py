@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .resume import ResumeSpec
+from .procs.resume import ResumeSpec
 from .states import RULE_STATES, State
 
 #: A line drawn as a horizontal rule (Claude's prompt box and dialog borders). The rule may end

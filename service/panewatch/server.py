@@ -11,12 +11,12 @@ import sys
 import uvicorn
 from fastapi import FastAPI
 
+from .access.conn_guard import Door, guarded_protocol, limits, raise_file_limit
+from .access.identity import TokenError, protect_process, resolve_token
 from .api import create_app
 from .config import Settings
-from .conn_guard import Door, guarded_protocol, limits, raise_file_limit
 from .errors import StartupRefused
 from .hosting import StartupError, open_hosting
-from .identity import TokenError, protect_process, resolve_token
 from .logs import setup_logging
 
 log = logging.getLogger("panewatch")

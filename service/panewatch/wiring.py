@@ -8,18 +8,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from .access.identity import state_dir
 from .config import Settings
 from .engine import Engine, EngineAPI, EngineOptions, HostKind
 from .errors import StartupRefused
 from .hosts.base import PaneHost
 from .hosts.pty import PtyHost
-from .identity import state_dir
 from .manifest import ManifestStore, bundled_manifest_dir
-from .notify import Notifier
 from .policy import PolicyStore
-from .proctree import Reaper
+from .procs.proctree import Reaper
+from .procs.sandbox import sandbox_for
 from .registry import Registry
-from .sandbox import sandbox_for
+from .sinks.notify import Notifier
 
 
 def build_store(settings: Settings) -> ManifestStore:

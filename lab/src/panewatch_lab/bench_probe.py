@@ -19,11 +19,11 @@ from typing import Any
 
 import uvicorn
 
+from panewatch.access.identity import state_dir
 from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.engine import Engine
 from panewatch.engine.events import Event, Output
-from panewatch.identity import state_dir
 from panewatch.wiring import build_engine
 
 LAG_PERIOD_S = 0.010

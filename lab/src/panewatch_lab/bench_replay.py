@@ -47,7 +47,7 @@ from panewatch.engine import Actor, ActorKind, Engine, ScreenFrame, SessionSpec
 from panewatch.engine.events import Event, StateChanged
 from panewatch.fixtures import find_folders, load_folder
 from panewatch.hosts.memory import MemoryHandle, MemoryHost
-from panewatch.procinfo import Program
+from panewatch.procs.procinfo import Program
 from panewatch.wiring import build_store, options_of
 
 from .loopback import free_port

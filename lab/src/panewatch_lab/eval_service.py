@@ -23,11 +23,11 @@ from typing import Any
 
 import websockets
 
+from panewatch.access.identity import state_dir
 from panewatch.api import create_app
 from panewatch.config import Settings
 from panewatch.engine import Actor, ActorKind, Engine
 from panewatch.engine.events import Event, Output, Reported
-from panewatch.identity import state_dir
 from panewatch.wiring import build_engine
 
 from . import MANIFEST_DIR

@@ -3,7 +3,7 @@
 Runs the real CLI against its mock through a few turns, replays the timed output chunks on a
 fresh screen, classifies the screen with the bundled manifest after every chunk, and pairs
 each OSC 7501 status change with the moment the screen's verdict reached the same state. The
-numbers decide where the status stands in the signal order (``panewatch.signals``).
+numbers decide where the status stands in the signal order (``panewatch.panes.signals``).
 
     python -m panewatch_lab.oob_timing --agent codex [--turns 3]
 """

@@ -4,7 +4,7 @@ Agents such as Claude Code query the terminal (cursor position, device attribute
 and may hang or draw differently when nobody answers, so the lab drives them the way a real
 xterm would: through Panewatch's own emulated screen, whose ``reply`` answers those queries.
 
-The PTY itself is the service's (``panewatch.ptyproc.PtyProcess``: spawn, non-blocking reads
+The PTY itself is the service's (``panewatch.procs.ptyproc.PtyProcess``: spawn, non-blocking reads
 and writes, exit through a pidfd), run on an event loop in a thread of this session's own, so
 the lab's synchronous tools drive agents exactly as the service does.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from panewatch.ptyproc import PtyProcess, WriteRefused
+from panewatch.procs.ptyproc import PtyProcess, WriteRefused
 from panewatch.screen import Screen
 
 T = TypeVar("T")

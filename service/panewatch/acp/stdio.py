@@ -15,8 +15,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from ..outbox import Outbox
-from ..proctree import exits_within, release_pidfd
+from ..procs.outbox import Outbox
+from ..procs.proctree import exits_within, release_pidfd
 
 READ_SIZE = 256 * 1024
 #: Most bytes queued for an agent that is not reading its stdin before writes are refused.

@@ -11,21 +11,21 @@ from typing import Any
 from fastapi import FastAPI
 
 from .. import __version__
-from ..answer_figures import AnswerFigures
-from ..auth import Gate, Origins
+from ..access.auth import Gate, Origins
+from ..access.devices import Devices
+from ..access.http_guard import HostAllowList, HttpGuard
+from ..access.identity import resolve_token, state_dir
+from ..access.login import Logins
+from ..access.report_socket import ReportSocket, socket_path
 from ..config import Settings
-from ..devices import Devices
 from ..engine import Engine, EngineAPI
 from ..errors import UnknownSession
 from ..hosting import Hosting
-from ..http_guard import HostAllowList, HttpGuard
-from ..identity import resolve_token, state_dir
-from ..ledger import Ledger
-from ..login import Logins
 from ..manifest import ManifestStore
-from ..push import Pusher, default_subject, load_or_create_vapid
 from ..registry import Registry
-from ..report_socket import ReportSocket, socket_path
+from ..sinks.answer_figures import AnswerFigures
+from ..sinks.ledger import Ledger
+from ..sinks.push import Pusher, default_subject, load_or_create_vapid
 from ..wiring import build_service_engine
 from . import (
     errors,

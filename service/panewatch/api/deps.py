@@ -1,6 +1,6 @@
 """What routes get from the app: the engine, the settings, who acts, and the credential checks.
 
-Every check goes through the app's :class:`~panewatch.auth.Gate` (the API token or a live
+Every check goes through the app's :class:`~panewatch.access.auth.Gate` (the API token or a live
 dashboard login); ``refusal`` is the same rule the ``HttpGuard`` applies before any body byte.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import HTTPException, Request, WebSocket
 from starlette.requests import HTTPConnection
 
-from ..auth import WHO_KEY, Gate, HttpRefusal, Who
+from ..access.auth import WHO_KEY, Gate, HttpRefusal, Who
 from ..config import Settings
 from ..engine import Actor, ActorKind, EngineAPI
 from ..errors import UnknownSession

@@ -15,8 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..access.validation import clean_text, short_errors
 from ..errors import Conflict, PanewatchError
-from ..validation import clean_text, short_errors
 from ..worktrees import WorktreeDirty
 
 log = logging.getLogger("panewatch.api")

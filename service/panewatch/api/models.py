@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..access.validation import AgentName, EnvKey, OsPath, OsString, Utf8Text
 from ..engine import HostKind
 from ..states import SessionKind
-from ..validation import AgentName, EnvKey, OsPath, OsString, Utf8Text
 
 
 class NewWorktree(BaseModel):

@@ -15,9 +15,9 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from ..auth import Who
-from ..devices import COOKIE, COOKIE_MAX_AGE_S, Devices, PairingRefused, shown_code
-from ..validation import clean_text
+from ..access.auth import Who
+from ..access.devices import COOKIE, COOKIE_MAX_AGE_S, Devices, PairingRefused, shown_code
+from ..access.validation import clean_text
 from .deps import require_token, secure_cookies, settings_of, who_of
 
 router = APIRouter()

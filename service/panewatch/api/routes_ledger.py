@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
-from ..ledger import PAGE_MAX, Ledger, LedgerPage, LedgerQuery
+from ..sinks.ledger import PAGE_MAX, Ledger, LedgerPage, LedgerQuery
 from .deps import require_token
 
 router = APIRouter(tags=["ledger"], dependencies=[Depends(require_token)])

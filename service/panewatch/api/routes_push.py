@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..auth import Who
-from ..push import Pusher, PushRefused
-from ..validation import Utf8Text
+from ..access.auth import Who
+from ..access.validation import Utf8Text
+from ..sinks.push import Pusher, PushRefused
 from .deps import require_token, who_of
 
 router = APIRouter(tags=["push"])

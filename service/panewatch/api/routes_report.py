@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field, JsonValue
 
-from .. import reports
+from ..access import reports
 from ..engine import EngineAPI, ReportDesk
 from ..errors import UnknownSession
 from ..states import State

@@ -9,9 +9,10 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 
-from .. import __version__, metrics
-from ..auth import COOKIE, DEVICE_COOKIE, token_matches
+from .. import __version__
+from ..access.auth import COOKIE, DEVICE_COOKIE, token_matches
 from ..engine import EngineAPI
+from ..sinks import metrics
 from .deps import engine_of, gate_of, require_token, secure_cookies, settings_of
 
 router = APIRouter()

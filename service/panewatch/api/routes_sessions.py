@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
-from .. import transcript as transcripts
 from ..engine import (
     Actor,
     AgentList,
@@ -25,6 +24,7 @@ from ..engine import (
     SessionSpec,
     WorktreeSpec,
 )
+from ..sinks import transcript as transcripts
 from .deps import actor_of, engine_of, require_token
 from .models import AnswerBody, NewSession, RenameBody, ResizeBody, SendBody
 

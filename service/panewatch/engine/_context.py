@@ -11,8 +11,8 @@ from ..clock import Clock
 from ..errors import InvalidRequest
 from ..hosts.base import HostKind, PaneHost
 from ..manifest import ManifestStore
-from ..notify import Notifier
-from ..procinfo import Program
+from ..procs.procinfo import Program
+from ..sinks.notify import Notifier
 from ._options import EngineOptions
 from .events import EventHub
 

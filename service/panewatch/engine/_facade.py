@@ -15,20 +15,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import transcript as transcripts
+from ..access.validation import NAME_MAX, clean_text
 from ..backends import choose
 from ..clock import Clock, LoopClock
 from ..errors import Conflict, InvalidRequest, Unavailable, UnknownSession
 from ..hosts.base import HostError, HostKind, PaneHost
 from ..integrations import read_report
 from ..manifest import ManifestStore
-from ..notify import Notifier
+from ..panes.signals import Report
 from ..policy import PolicyStore
-from ..procinfo import Program, program_name
+from ..procs.procinfo import Program, program_name
 from ..registry import Registry
-from ..signals import Report
+from ..sinks import transcript as transcripts
+from ..sinks.notify import Notifier
 from ..states import State
-from ..validation import NAME_MAX, clean_text
 from ..worktrees import Changes
 from . import _acp, _streams
 from ._context import EngineContext, Hosts, Reach

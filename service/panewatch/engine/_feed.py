@@ -13,8 +13,8 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from ..hosts.base import HostError, PaneSink
-from ..notify import BODY_MAX, TITLE_MAX, clean
-from ..scheduler import Scheduler
+from ..panes.scheduler import Scheduler
+from ..sinks.notify import BODY_MAX, TITLE_MAX, clean
 from ..states import Decision, Source, State
 from ._context import EngineContext
 from ._sessions import AcpSession, AnySession, TerminalSession

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..errors import Conflict, InvalidRequest, NotReadingInput, PanewatchError, PromptGone
 from ..hosts.base import HostError, WriteRefused
-from ..pane import Pane
-from ..prompts import PASSWORD
+from ..panes.pane import Pane
+from ..panes.prompts import PASSWORD
 from ..states import Decision, State
 from . import _acp
 from ._context import EngineContext

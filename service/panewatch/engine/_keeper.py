@@ -11,8 +11,8 @@ import json
 import logging
 
 from ..clock import Timer
+from ..procs.resume import agent_session_id
 from ..registry import Record, Registry, hash_token
-from ..resume import agent_session_id
 from ._context import EngineContext
 from ._sessions import Session
 from ._table import Sessions

@@ -22,13 +22,13 @@ from ..errors import Conflict, InvalidRequest
 from ..hosts.base import HostKind, LaunchRefused, LaunchSpec, PaneHost, SpawnError
 from ..integrations import Integration, hooked, integration
 from ..manifest import CompiledManifest
-from ..pane import Pane
-from ..procinfo import is_shell
-from ..ptyproc import unencodable
+from ..panes.pane import Pane
+from ..procs.procinfo import is_shell
+from ..procs.ptyproc import unencodable
+from ..procs.wrappers import split_launch
+from ..sinks.transcript import Transcript
 from ..states import Decision, Source, State
-from ..transcript import Transcript
 from ..worktrees import WorktreeInfo
-from ..wrappers import split_launch
 from . import _acp
 from ._context import EngineContext
 from ._feed import Feed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..scheduler import Mode, Timing
+from ..panes.scheduler import Mode, Timing
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import asyncio
 import logging
 import re
 
-from ..asks import Request, same_subject, screen_request
 from ..errors import Conflict, InvalidRequest, UnknownSession
+from ..panes.asks import Request, same_subject, screen_request
 from ..policy import Asked, PolicyAction, PolicyStore, Ruling
 from ..states import State
 from ._context import EngineContext

@@ -17,8 +17,8 @@ import logging
 from ..errors import Conflict, InvalidRequest, UnknownSession
 from ..hosts.base import HostError, HostKind
 from ..integrations import integration
+from ..procs.resume import ResumeError, ResumeSpec, resume_argv
 from ..registry import Record
-from ..resume import ResumeError, ResumeSpec, resume_argv
 from ..states import Decision, Source, State
 from ..worktrees import WorktreeInfo
 from ._context import EngineContext

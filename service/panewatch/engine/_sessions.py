@@ -14,15 +14,15 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
-from ..asks import Request, from_acp
 from ..hosts.acp import AcpHandle
 from ..hosts.base import HostKind, PaneHandle
 from ..integrations import Integration
-from ..pane import Pane
-from ..prompts import prompt_id
+from ..panes.asks import Request, from_acp
+from ..panes.pane import Pane
+from ..panes.prompts import prompt_id
 from ..registry import token_matches
+from ..sinks.transcript import Transcript
 from ..states import Decision, SessionKind, Source, State
-from ..transcript import Transcript
 from ..worktrees import WorktreeInfo
 from .models import RequestView, ResumeOffer, SessionInfo, SessionSpec, TranscriptInfo
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..manifest import CompiledManifest, ManifestStore
-from ..pane import GENERIC, Pane
-from ..prompts import Prompt as ScreenPrompt
-from ..prompts import read_prompt
+from ..panes.pane import GENERIC, Pane
+from ..panes.prompts import Prompt as ScreenPrompt
+from ..panes.prompts import read_prompt
 from ..states import Decision, Source, State
 from . import _acp
 from ._sessions import AcpSession, AnySession, current_prompt_id, request_view

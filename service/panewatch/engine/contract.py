@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..signals import Report
+from ..panes.signals import Report
 from ..states import State
 from ..worktrees import Changes
 from .events import EventStream

@@ -1,10 +1,10 @@
 """The pty host: each agent is the server's child on its own pseudo-terminal.
 
-A thin adapter of :class:`panewatch.ptyproc.PtyProcess` (which does the loop-driven reads,
+A thin adapter of :class:`panewatch.procs.ptyproc.PtyProcess` (which does the loop-driven reads,
 non-blocking writes and pidfd exit) to the host protocol. Panes die with the server. With a
-:class:`~panewatch.proctree.Reaper` every process an agent starts is contained and killed with its
+:class:`~panewatch.procs.proctree.Reaper` every process an agent starts is contained and killed with its
 pane, and ``start`` kills what a killed server left behind. With a
-:class:`~panewatch.sandbox.Sandbox` each agent runs in its own (``spawn`` wraps its argv, the one
+:class:`~panewatch.procs.sandbox.Sandbox` each agent runs in its own (``spawn`` wraps its argv, the one
 place this host does).
 """
 
@@ -15,9 +15,9 @@ import os
 import shutil
 from collections.abc import Mapping
 
-from .. import ptyproc
-from ..proctree import Reaper
-from ..sandbox import Sandbox, Uncontainable
+from ..procs import ptyproc
+from ..procs.proctree import Reaper
+from ..procs.sandbox import Sandbox, Uncontainable
 from .base import HostKind, LaunchRefused, LaunchSpec, PaneHandle, PaneSink, SpawnError, WriteRefused
 
 

@@ -15,7 +15,7 @@ A pane's command is a launch script in the state folder (``launch/``, 0600, dele
 line): the agent's environment and argv would pass tmux's command length limit (~16 KB) on the
 command line. The script joins the pane's cgroup (where the server may make one: then even an
 ``env -i setsid`` double-fork dies with the pane) and execs the agent, in its sandbox when the host
-has one (``panewatch.sandbox``; ``spawn`` wraps the argv, the one place this host does).
+has one (``panewatch.procs.sandbox``; ``spawn`` wraps the argv, the one place this host does).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from ..proctree import CGROUP_ROOT as CGROUP_MOUNT
-from ..proctree import MARKER_VAR, Cgroups, Containment, Reaper, live, signal_groups
-from ..sandbox import Sandbox, Uncontainable, agent_in_sandbox
-from ..statedir import StateDirError, check_private, prepare_state_dir
+from ..access.statedir import StateDirError, check_private, prepare_state_dir
+from ..procs.proctree import CGROUP_ROOT as CGROUP_MOUNT
+from ..procs.proctree import MARKER_VAR, Cgroups, Containment, Reaper, live, signal_groups
+from ..procs.sandbox import Sandbox, Uncontainable, agent_in_sandbox
 from .base import HostError, HostKind, LaunchRefused, LaunchSpec, PaneSink, SpawnError, WriteRefused
 
 log = logging.getLogger("panewatch.hosts.tmux")
@@ -587,7 +587,7 @@ class TmuxPane:
         self.tty: str | None = None  # the pane's terminal, to see whether the agent reads its input
         self._held: bytearray | None = None  # output kept for the engine until it has the handle
         self._sent_while_full = 0
-        self.contained = False  # the pane's process is a sandbox (``panewatch.sandbox``), the agent inside
+        self.contained = False  # the pane's process is a sandbox (``panewatch.procs.sandbox``), the agent inside
         self.cgroup: Path | None = None  # the pane's own cgroup, when the host could make one
         self._agent_pid: int | None = None
 

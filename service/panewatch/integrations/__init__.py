@@ -3,7 +3,7 @@
 An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
 overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
 file of its own) and reads the agent's own
-reports (hook payloads) into a :class:`~panewatch.signals.Report`. The manifest's ``hooks`` field
+reports (hook payloads) into a :class:`~panewatch.panes.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..signals import Report
+from ..panes.signals import Report
 from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
 from .codex import CodexIntegration

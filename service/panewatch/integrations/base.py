@@ -9,11 +9,11 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..asks import from_permission
 from ..errors import InvalidRequest
-from ..signals import Report
+from ..panes.asks import from_permission
+from ..panes.signals import Report
+from ..procs.wrappers import split_launch
 from ..states import RULE_STATES, State
-from ..wrappers import split_launch
 
 
 class UnknownPayload(InvalidRequest):

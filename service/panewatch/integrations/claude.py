@@ -26,9 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..asks import from_permission
-from ..report_socket import REPORT_COMMAND as _REPORT_COMMAND
-from ..signals import Report
+from ..access.report_socket import REPORT_COMMAND as _REPORT_COMMAND
+from ..panes.asks import from_permission
+from ..panes.signals import Report
 from ..states import State
 from .base import UnknownPayload, agent_program, is_plain, plain_report
 

@@ -23,8 +23,8 @@ import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from ..report_socket import REPORT_COMMAND
-from ..signals import Report
+from ..access.report_socket import REPORT_COMMAND
+from ..panes.signals import Report
 from ..states import State
 from .base import event_report, runs_directly
 

@@ -25,10 +25,10 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..asks import Request
-from ..notify import clean
-from ..report_socket import REPORT_COMMAND
-from ..signals import Report
+from ..access.report_socket import REPORT_COMMAND
+from ..panes.asks import Request
+from ..panes.signals import Report
+from ..sinks.notify import clean
 from ..states import State
 from .base import event_report, merged_hooks, private_temp_folder, runs_directly, switches_user
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..report_socket import REPORT_COMMAND
-from ..signals import Report
+from ..access.report_socket import REPORT_COMMAND
+from ..panes.signals import Report
 from .base import merged_hooks, private_temp_folder, runs_directly
 from .claude import ClaudeIntegration
 

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .manifest import CompiledManifest, RequestRead, TextRead, region_lines
-from .notify import clean
+from ..manifest import CompiledManifest, RequestRead, TextRead, region_lines
+from ..sinks.notify import clean
 
 __all__ = [
     "Request",

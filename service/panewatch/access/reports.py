@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..integrations.base import UnknownPayload
 from . import validation
 from .auth import REPORT_REFUSED
-from .integrations.base import UnknownPayload
 
 
 def take_report(

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .backends import ScreenLike
-from .screen import Screen
+from ..backends import ScreenLike
+from ..screen import Screen
 
-log = logging.getLogger("panewatch.transcript")
+log = logging.getLogger("panewatch.sinks.transcript")
 
 MEDIA_TYPE = "application/x-asciicast"
 #: A flush is started this long after the first unwritten line, or at once past FLUSH_BYTES.

@@ -48,8 +48,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 
-from .proctree import descendants, session_of
-from .tcp_peer import holders, socket_inode
+from ..procs.proctree import descendants, session_of
+from ._tcp_peer import holders, socket_inode
 
 log = logging.getLogger("panewatch.report")
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .engine import Actor, ActorKind
-from .engine.events import Acted, Action, Created, Deleted, Event
-from .engine.models import RequestView
+from ..engine import Actor, ActorKind
+from ..engine.events import Acted, Action, Created, Deleted, Event
+from ..engine.models import RequestView
 
 __all__ = [
     "Broken",
@@ -46,7 +46,7 @@ __all__ = [
     "verify",
 ]
 
-log = logging.getLogger("panewatch.ledger")
+log = logging.getLogger("panewatch.sinks.ledger")
 
 #: The hash the first row of a fresh ledger follows.
 GENESIS = "0" * 64

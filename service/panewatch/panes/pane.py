@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..backends import ScreenLike
+from ..manifest import CompiledManifest, ManifestStore, Verdict
+from ..oob import NOTIFICATIONS_KEPT, Notification, Status
+from ..procs.procinfo import Program, is_shell
+from ..states import Decision, Source, State
 from .asks import Request, merged, screen_request
-from .backends import ScreenLike
-from .manifest import CompiledManifest, ManifestStore, Verdict
-from .oob import NOTIFICATIONS_KEPT, Notification, Status
-from .procinfo import Program, is_shell
 from .signals import Report, combine, report_is_fresh
-from .states import Decision, Source, State
 
 #: How often the foreground program's name is re-read when its process group stays the same.
 FG_REREAD_S = 2.0

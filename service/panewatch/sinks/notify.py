@@ -27,9 +27,9 @@ from typing import Any
 
 import httpx
 
-from .background import Background
+from ._background import Background
 
-log = logging.getLogger("panewatch.notify")
+log = logging.getLogger("panewatch.sinks.notify")
 
 COOLDOWN_S = 30.0
 #: An agent's desktop notifications sent per session within one cooldown window, at most.

@@ -184,7 +184,7 @@ class PtyProcess:
         child: Child | None = None,
     ) -> None:
         self.loop = loop or asyncio.get_running_loop()
-        self.contained = contained  # argv starts a sandbox (``panewatch.sandbox``), the agent inside it
+        self.contained = contained  # argv starts a sandbox (``panewatch.procs.sandbox``), the agent inside it
         self._agent_pid: int | None = None
         if child is None:  # ``open`` starts it in a worker; here, on the caller's thread
             child = start_child(argv, rows=rows, cols=cols, cwd=cwd, env=env, reaper=reaper, session=session)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .manifest import CompiledManifest, region_lines
+from ..manifest import CompiledManifest, region_lines
 
 #: An option row: "❯ 1. Yes", "  2. Yes, and don't ask again…", "│ 3) No │", "› 1. Allow".
 OPTION_ROW = re.compile(r"^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger("panewatch.proctree")
+log = logging.getLogger("panewatch.procs.proctree")
 
 MARKER_VAR = "PANEWATCH_PANE"
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .clock import Clock, Timer
+from ..clock import Clock, Timer
 from .pane import RHYTHM_MAX_S, Pane
 
 Mode = Literal["sweep", "change"]

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..manifest import backtracking_hazard, compile_rule_pattern
 from ._shell_subject import parse_command
-from .manifest import backtracking_hazard, compile_rule_pattern
 
 __all__ = ["Asked", "PolicyAction", "PolicyError", "PolicyStore", "Ruling", "parse_policy"]
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from starlette.websockets import WebSocket, WebSocketState
 
-log = logging.getLogger("panewatch.devices")
+log = logging.getLogger("panewatch.access.devices")
 
 #: The device cookie (the login cookie is ``login.COOKIE``).
 COOKIE = "panewatch_device"

@@ -42,11 +42,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid
 
-from .background import Background
-from .clock import Clock, LoopClock, Timer
+from ..clock import Clock, LoopClock, Timer
+from ._background import Background
 from .notify import Notification, Notifier, clean
 
-log = logging.getLogger("panewatch.push")
+log = logging.getLogger("panewatch.sinks.push")
 
 VAPID_FILE = "vapid.pem"
 #: A device whose last this many pushes got no receipt is "not receiving" (an alarm, not a mystery).

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..manifest import Verdict
+from ..oob import Status
+from ..states import Decision, Source, State
 from .asks import Request
-from .manifest import Verdict
-from .oob import Status
-from .states import Decision, Source, State
 
 __all__ = ["Decision", "Report", "combine", "report_is_fresh"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from .engine.events import Acted, Action, Deleted, Event, StateChanged
+from ..engine.events import Acted, Action, Deleted, Event, StateChanged
+from ..states import State
 from .metrics import QUANTILES, Sample, family, quantile
-from .states import State
 
 __all__ = ["AnswerFigures"]
 

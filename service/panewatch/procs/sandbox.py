@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import Settings
+from ..config import Settings
 from .wrappers import split_launch
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
     "sandbox_for",
 ]
 
-log = logging.getLogger("panewatch.sandbox")
+log = logging.getLogger("panewatch.procs.sandbox")
 
 #: The agent's pid inside its namespace: bwrap's init is 1, the helper that gives it the terminal
 #: is 2 and execs the agent (a fresh namespace hands pids out in order).

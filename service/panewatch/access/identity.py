@@ -16,10 +16,10 @@ import stat
 import tempfile
 from pathlib import Path
 
+from ..config import Settings, default_state_dir
 from .auth import new_token
-from .config import Settings, default_state_dir
 
-log = logging.getLogger("panewatch.identity")
+log = logging.getLogger("panewatch.access.identity")
 
 
 class TokenError(ValueError):
