@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from capture_support import CAPTURES_GROUP, Replay, replay
 from panewatch.access.validation import clean_report
 from panewatch.manifest import Manifest, ManifestStore, bundled_manifest_dir
 from panewatch.panes.asks import Request, from_acp, from_permission, merged, screen_request
 from panewatch.screen import Screen
 
-pytestmark = pytest.mark.unit
+# the captures' replays are shared with the other modules that read them (capture_support.py)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -108,11 +110,9 @@ DIALOGS = {
 }
 
 
-def read_capture(name: str, size: str) -> Screen:
+def read_capture(name: str, size: str) -> Replay:
     rows, cols = (int(n) for n in size.split("x"))
-    screen = Screen(rows, cols)
-    screen.feed((FIXTURES / f"{name}-{size}.raw").read_bytes())
-    return screen
+    return replay(FIXTURES / f"{name}-{size}.raw", rows, cols)
 
 
 @pytest.mark.parametrize("size", ["24x80", "32x120", "50x160"])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from capture_support import CAPTURES_GROUP, Replay, replayed
 from panewatch.fixtures import Fixture, find_folders, load_folder
 from panewatch.manifest import (
     CompiledManifest,
@@ -20,10 +21,10 @@ from panewatch.manifest import (
     bundled_manifest_dir,
     region_lines,
 )
-from panewatch.screen import Screen
 from panewatch.tail import strip_tail
 
-pytestmark = pytest.mark.unit
+# the captures' replays are shared with the other modules that read them (capture_support.py)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 FOLDERS = find_folders(ROOT)
@@ -46,16 +47,9 @@ def manifest_for(fx: Fixture) -> CompiledManifest:
     return manifest
 
 
-_SCREENS: dict[Path, Screen] = {}
-
-
-def screen_of(fx: Fixture) -> Screen:
-    """The capture fed to a (pyte) screen, once per capture: the tests here only read it."""
-    if fx.path not in _SCREENS:
-        screen = Screen(fx.truth.rows, fx.truth.cols)
-        screen.feed(fx.read())
-        _SCREENS[fx.path] = screen
-    return _SCREENS[fx.path]
+def screen_of(fx: Fixture) -> Replay:
+    """The capture fed to a (pyte) screen, once per capture and process: the tests only read it."""
+    return replayed(fx)
 
 
 def test_there_are_claude_fixtures() -> None:
@@ -158,14 +152,14 @@ def test_every_agents_capture_gives_the_same_result_on_both_backends(fx: Fixture
     """The default backend is Ghostty where it installs and pyte elsewhere: a manifest must not
     answer differently on the two, for any agent's captures (same verdict, same rule, same
     evidence, from the same rows)."""
-    from panewatch.backends import BackendUnavailable, make_screen
+    from panewatch.backends import BackendUnavailable, screen_class
 
     try:
-        ghostty = make_screen("ghostty", fx.truth.rows, fx.truth.cols)
+        screen_class("ghostty")
     except BackendUnavailable as exc:
         pytest.skip(f"the ghostty backend is not installed here: {exc}")
     pyte = screen_of(fx)
-    ghostty.feed(fx.read())
+    ghostty = replayed(fx, "ghostty")
     manifest = manifest_for(fx)
     verdicts = [manifest.classify(s.lines(), s.title, s.cursor.row) for s in (pyte, ghostty)]
     assert verdicts[0] == verdicts[1], f"{fx.name}: pyte {verdicts[0]}, ghostty {verdicts[1]}"

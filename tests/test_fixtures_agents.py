@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
+from capture_support import CAPTURES_GROUP, Replay, replayed
 from panewatch.fixtures import Fixture, default_root, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir, region_lines
-from panewatch.screen import Screen
 
-pytestmark = pytest.mark.unit
+# the captures' replays are shared with the other modules that read them (capture_support.py)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 AGENTS = {
@@ -92,16 +92,9 @@ def _fixtures(agent: str) -> list[Fixture]:
     return load_folder(folder)
 
 
-_SCREENS: dict[Path, Screen] = {}
-
-
-def _screen(fx: Fixture) -> Screen:
-    """The capture fed to a (pyte) screen, once per capture: the tests here only read it."""
-    if fx.path not in _SCREENS:
-        screen = Screen(fx.truth.rows, fx.truth.cols)
-        screen.feed(fx.read())
-        _SCREENS[fx.path] = screen
-    return _SCREENS[fx.path]
+def _screen(fx: Fixture) -> Replay:
+    """The capture fed to a (pyte) screen, once per capture and process: the tests only read it."""
+    return replayed(fx)
 
 
 def _verdict(fx: Fixture):

@@ -13,16 +13,16 @@ from functools import lru_cache
 
 import pytest
 
+from capture_support import CAPTURES_GROUP, every_fixture, replayed
 from engine_support import memory_rig
 from panes_support import IDLE, PROMPT
 from panewatch.engine._launch import runs_shell
-from panewatch.fixtures import default_root, find_folders, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
 from panewatch.procs.procinfo import Program
-from panewatch.screen import Screen
 
-# one worker for the module: its tests share the captures replayed once (``_verdicts``)
-pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(__name__)]
+# one worker for the module and the others that read the captures: they share the replays
+# (capture_support.py)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 
@@ -33,12 +33,10 @@ def _verdicts() -> list[tuple[str, str, str, str | None]]:
     generic = STORE.get("generic")
     assert generic is not None
     out = []
-    for folder in find_folders(default_root()):
-        for fx in load_folder(folder):
-            screen = Screen(fx.truth.rows, fx.truth.cols)
-            screen.feed(fx.read())
-            verdict = generic.classify(screen.lines(), screen.title, screen.cursor.row)
-            out.append((f"{fx.agent}/{fx.name}", fx.truth.state, verdict.state, verdict.rule))
+    for fx in every_fixture():
+        screen = replayed(fx)
+        verdict = generic.classify(screen.lines(), screen.title, screen.cursor.row)
+        out.append((f"{fx.agent}/{fx.name}", fx.truth.state, verdict.state, verdict.rule))
     return out
 
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from capture_support import CAPTURES_GROUP, every_fixture, replayed
 from panewatch import manifest as manifest_mod
-from panewatch.backends import available, make_screen
-from panewatch.fixtures import default_root, find_folders, load_folder
+from panewatch.backends import available
 from panewatch.manifest import (
     CompiledManifest,
     ManifestError,
@@ -31,8 +31,9 @@ from panewatch.manifest import (
     parse_manifest,
 )
 
-# one worker for the module: its tests share the captures fed once per backend (``_screen``)
-pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(__name__)]
+# one worker for the module and the others that read the captures: they share the replays, made
+# once per capture and backend (capture_support.py)
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
 HAS_RE2 = manifest_mod._re2 is not None
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
@@ -164,21 +165,13 @@ def _agree(pattern: str, flags: int, text: str) -> None:
         assert a.group(0) == b.group(0) and a.start() == b.start(), (pattern, text)
 
 
-FIXTURES = [fx for folder in find_folders(default_root()) for fx in load_folder(folder)]
-
-
-_SCREENS: dict[tuple[str, object], object] = {}
+FIXTURES = list(every_fixture())
 
 
 def _screen(backend: str, fx):
-    """The capture fed to a screen of ``backend``, once per capture and backend (the tests only
-    read it; the pyte ones are the texts of the RE2 agreement test too)."""
-    key = (backend, fx.path)
-    if key not in _SCREENS:
-        s = make_screen(backend, fx.truth.rows, fx.truth.cols)
-        s.feed(fx.read())
-        _SCREENS[key] = s
-    return _SCREENS[key]
+    """The capture fed to a screen of ``backend``, once per capture, backend and process (the
+    tests only read it; the pyte ones are the texts of the RE2 agreement test too)."""
+    return replayed(fx, backend)
 
 
 @functools.cache
