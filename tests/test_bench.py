@@ -347,3 +347,47 @@ def test_replay_frames_are_the_captures_own_bytes_cut_where_a_repaint_starts():
     assert split_frames(data) == [b"a" * 40, b"\x1b[?2026h" + b"b" * 40, b"\x1b[?2026h" + b"c" * 40, b"\x1b[?2026hd"]
     short = b"x" * 10 + b"\x1b[?2026h" + b"y" * 10 + b"\x1b[?2026h" + b"z" * 40 + b"\x1b[?2026h"
     assert split_frames(short) == [b"x" * 10 + b"\x1b[?2026h" + b"y" * 10 + b"\x1b[?2026h" + b"z" * 40, b"\x1b[?2026h"]
+
+
+@pytest.mark.unit
+async def test_the_dashboards_stamp_frames_on_the_way_out_and_leave_the_engine_alone():
+    """``bench_t`` is added to a watched screen's frames by a wrapper of the app, reading the
+    engine's public ``fed()`` only: the newest output shown, once; other sockets pass untouched."""
+    import random
+    from collections import deque
+
+    from panewatch_lab.bench_replay import Player, StampFrames
+
+    class Fed:  # what the wrapper may read: the public ``fed(sid)``
+        def __init__(self) -> None:
+            self.n = 10
+
+        def fed(self, sid: str) -> int:
+            return self.n
+
+    engine = Fed()
+    player = Player(handle=None, order=[], rng=random.Random(0), marks=deque([(10, 1.0)]))
+    frame = '{"type":"screen","full":true}'
+
+    async def app(scope, receive, send):
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": frame})  # nothing newer than at the start
+        player.marks.append((25, 2.0))
+        engine.n = 30
+        await send({"type": "websocket.send", "text": frame})  # output of t=2.0 now shown
+        await send({"type": "websocket.send", "text": frame})  # nothing newer again
+        await send({"type": "websocket.send", "text": '{"type":"other"}'})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    wrapped = StampFrames(app, engine, {"s1": player})  # type: ignore[arg-type]
+    await wrapped({"type": "websocket", "path": "/ws/sessions/s1/screen"}, None, send)
+    texts = [json.loads(m["text"]) for m in sent if m["type"] == "websocket.send"]
+    assert [t.get("bench_t", "absent") for t in texts] == [None, 2.0, None, "absent"]
+    assert all(t["full"] for t in texts[:3])
+    sent.clear()
+    await wrapped({"type": "websocket", "path": "/ws/sessions/other/screen"}, None, send)
+    assert all("bench_t" not in m.get("text", "") for m in sent) and len(sent) == 5

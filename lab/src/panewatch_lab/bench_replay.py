@@ -36,14 +36,13 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from panewatch.api import create_app
 from panewatch.config import Settings
-from panewatch.engine import Actor, ActorKind, Engine, ScreenFrame, SessionSpec
+from panewatch.engine import Actor, ActorKind, Engine, SessionSpec
 from panewatch.engine.events import Event, StateChanged
 from panewatch.fixtures import find_folders, load_folder
 from panewatch.hosts.memory import MemoryHandle, MemoryHost
@@ -207,35 +206,42 @@ class NullHandle:
         pass
 
 
-class Stamped(ScreenFrame):
-    """A frame with ``bench_t``: when the newest output it shows arrived (None: none newer)."""
+#: A screen WebSocket of the service: ``/ws/sessions/{sid}/screen``.
+SCREEN_WS = re.compile(r"^/ws/sessions/([^/]+)/screen$")
+#: How every screen frame's JSON starts (``ScreenFrame.type`` is its first field).
+FRAME_START = '{"type":"screen"'
 
-    bench_t: float | None
 
+class StampFrames:
+    """ASGI wrapper of the service's app: each screen frame sent on a watched session's screen
+    WebSocket gets ``bench_t`` (when the newest output it shows arrived, None: none newer than the
+    frame before). It reads the engine through its public ``fed()`` and changes nothing in it: the
+    frames are the ones the service sends, with one key added to their JSON on the way out."""
 
-class StampedEngine(Engine):
-    """The engine whose screen frames say how old the output they show is (``Dashboards``)."""
+    def __init__(self, app: Any, engine: Engine, players: dict[str, Player]) -> None:
+        self.app, self.engine, self.players = app, engine, players
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.players: dict[str, Player] = {}  # the watched panes' players (``Dashboards`` sets them)
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        found = SCREEN_WS.match(scope.get("path", "")) if scope["type"] == "websocket" else None
+        player = self.players.get(found.group(1)) if found else None
+        if found is None or player is None:
+            await self.app(scope, receive, send)
+            return
+        sid, engine = found.group(1), self.engine
+        shown = engine.fed(sid)
 
-    async def screens(self, sid: str, *, interval: float = 0.1, styles: bool = False) -> AsyncIterator[ScreenFrame]:
-        frames = await super().screens(sid, interval=interval, styles=styles)
-        player = self.players.get(sid)
-        if player is None:
-            return frames
-
-        async def stamped() -> AsyncIterator[ScreenFrame]:
-            shown = self.fed(sid)
-            async for frame in frames:
-                fed, marks = self.fed(sid), player.marks or ()
+        async def stamped(message: dict[str, Any]) -> None:
+            nonlocal shown
+            text = message.get("text") if message["type"] == "websocket.send" else None
+            if text is not None and text.startswith(FRAME_START):
+                fed, marks = engine.fed(sid), player.marks or ()
                 newest = next(((end, t) for end, t in reversed(marks) if end <= fed), None)
                 at = newest[1] if newest is not None and newest[0] > shown else None
                 shown = fed
-                yield Stamped(**frame.__dict__, bench_t=at)
+                message = {**message, "text": '{"bench_t":' + json.dumps(at) + "," + text[1:]}
+            await send(message)
 
-        return stamped()
+        await self.app(scope, receive, stamped)
 
 
 class Dashboards:
@@ -247,15 +253,14 @@ class Dashboards:
     the socket's queue all add to it. (Not the oldest output since the last frame: output that
     changes nothing visible makes no frame, and would be counted until the next one.)"""
 
-    def __init__(self, engine: StampedEngine, settings: Settings, players: dict[str, Player]) -> None:
+    def __init__(self, engine: Engine, settings: Settings, players: dict[str, Player]) -> None:
         import uvicorn
 
         self.engine, self.players = engine, players
         for p in players.values():
             p.marks = deque(maxlen=512)
-        engine.players = players
         self.port = free_port()
-        app = create_app(settings, engine=engine)
+        app = StampFrames(create_app(settings, engine=engine), engine, players)
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", access_log=False
         )
@@ -330,7 +335,7 @@ async def measure(a: argparse.Namespace) -> dict[str, Any]:
     if not a.driver_only:
         host = MemoryHost()
         # memory panes' pids are not processes of this machine: the agents' own groups are
-        engine = StampedEngine(build_store(settings), host=host, options=options_of(settings), programs=PROGRAMS.get)
+        engine = Engine(build_store(settings), host=host, options=options_of(settings), programs=PROGRAMS.get)
         await engine.start()
     rss0 = rss_bytes()  # the engine without panes: what each pane adds is measured
     if engine is None or host is None:
