@@ -15,7 +15,7 @@ import gc
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from panewatch import screen as screen_mod
@@ -245,6 +245,8 @@ _STEPS = st.lists(st.one_of(_PIECES, _FLOODS, st.tuples(st.integers(1, 60), st.i
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=_STEPS, rows=st.integers(1, 40), cols=st.integers(1, 140))
+# autowrap off, then a wide character on a one-column screen: pyte put it at x = -1
+@example(steps=[b"\x1b[7?l", " \u2e80".encode()], rows=1, cols=1)
 def test_hostile_bytes_never_escape_the_screen(backend, steps, rows, cols):
     s = make_screen(backend, rows, cols, reply=lambda _b: None)
     for step in steps:

@@ -370,7 +370,7 @@ class _PaneScreen(pyte.Screen):
                 if self._plain_mode:
                     self._draw_plain(data)
                 else:
-                    super().draw(data)
+                    self._pyte_draw(data)
             return
         if _ALL_CELLS.match(data):  # the common case: nothing zero-width, nothing to measure
             self._last_char = data[-1]
@@ -380,7 +380,7 @@ class _PaneScreen(pyte.Screen):
                 else:
                     self._draw_runs(data)
             else:
-                super().draw(data)
+                self._pyte_draw(data)
             return
         data = _drop_zero_width(data)
         if data:
@@ -396,7 +396,16 @@ class _PaneScreen(pyte.Screen):
             if any(_mark(ch) for ch in set(data)):
                 self._draw_marked(data)
             else:
-                super().draw(data)
+                self._pyte_draw(data)
+
+    def _pyte_draw(self, data: str) -> None:
+        """pyte's own ``draw``. With autowrap off, pyte steps a wide character back by its width
+        from the last column, to x = -1 on a one-column screen: such a cell is dropped."""
+        super().draw(data)
+        if self.columns < 2:
+            line = self.buffer[self.cursor.y]
+            for x in [x for x in line if x < 0]:
+                del line[x]
 
     def _draw_marked(self, data: str) -> None:
         """pyte's ``draw`` for text with combining marks, runs of marks joined here, capped."""
