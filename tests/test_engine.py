@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import shlex
+import signal
 import stat
 import time
 from pathlib import Path
@@ -178,7 +179,12 @@ async def _sleep_in_a_shell(engine: Engine, tmp_path) -> None:
     spec = SessionSpec(
         agent="shell", command=["bash", "--norc", "--noprofile", "-i"], cwd=str(tmp_path), rows=10, cols=60
     )
-    sid = (await engine.create(spec, actor=TESTER)).id
+    # a server started with `&` from a script ignores SIGINT: its panes must not inherit that
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sid = (await engine.create(spec, actor=TESTER)).id
+    finally:
+        signal.signal(signal.SIGINT, before)
     await wait_text(engine, sid, "bash-")
     await wait_state(engine, sid, "idle")
     await engine.write_keys(sid, b"sleep 100\r", actor=TESTER)  # prints nothing after the echo of its Enter

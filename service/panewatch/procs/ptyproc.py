@@ -51,10 +51,25 @@ def _take_terminal() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+#: Signals an ignoring parent would pass on through exec (a server started with ``&`` from a
+#: script ignores SIGINT and SIGQUIT; ``nohup``, SIGHUP): a pane gets them as a terminal would.
+_DEFAULT_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTERM,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+)
+
+
 def _child_setup(cgroup: Path | None) -> Callable[[], None]:
     def setup() -> None:  # in the child between fork and exec: join the cgroup first, then the terminal
         if cgroup is not None:
             join_cgroup(cgroup)
+        for sig in _DEFAULT_SIGNALS:  # else Ctrl-C in the pane would do nothing
+            signal.signal(sig, signal.SIG_DFL)
         _take_terminal()
 
     return setup
