@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from capture_support import CAPTURES_GROUP, Replay, replayed
+from capture_support import CAPTURES_GROUP, replayed
 from panewatch.fixtures import Fixture, find_folders, load_folder
 from panewatch.manifest import (
     CompiledManifest,
@@ -47,11 +47,6 @@ def manifest_for(fx: Fixture) -> CompiledManifest:
     return manifest
 
 
-def screen_of(fx: Fixture) -> Replay:
-    """The capture fed to a (pyte) screen, once per capture and process: the tests only read it."""
-    return replayed(fx)
-
-
 def test_there_are_claude_fixtures() -> None:
     assert any(fx.agent == "claude" for fx in FIXTURES), f"no claude fixture folder under {ROOT}"
 
@@ -65,7 +60,7 @@ def test_every_raw_file_is_listed_and_every_listed_file_exists() -> None:
 
 @pytest.mark.parametrize("fx", FIXTURES, ids=lambda fx: f"{fx.agent}-{fx.agent_version}/{fx.name}")
 def test_screen_classification_matches_the_truth(fx: Fixture) -> None:
-    screen = screen_of(fx)
+    screen = replayed(fx)
     manifest = manifest_for(fx)
     verdict = manifest.classify(screen.lines(), screen.title, screen.cursor.row)
     assert verdict.state == fx.truth.state, (
@@ -108,7 +103,7 @@ def _claude(state: str, kinds: set[str] | None = None) -> list[Fixture]:
 
 
 def _matched(fx: Fixture) -> dict[str, bool]:
-    screen = screen_of(fx)
+    screen = replayed(fx)
     return {t.name: t.matched for t in manifest_for(fx).explain(screen.lines(), screen.title, screen.cursor.row)}
 
 
@@ -120,7 +115,7 @@ def test_dialogs_are_read_below_the_last_rule_only() -> None:
     blocked_rules = [r for r in manifest.manifest.rules if r.state == "blocked"]
     assert blocked_rules and all(r.region == "after_last_rule" for r in blocked_rules)
     for fx in _claude("idle", {"prose"}):
-        text = "\n".join(screen_of(fx).lines())
+        text = "\n".join(replayed(fx).lines())
         assert "Do you want to proceed?" in text and "❯ 1. Yes" in text, "the prose fixture must quote a dialog"
         fired = [name for name, hit in _matched(fx).items() if hit and name in {r.name for r in blocked_rules}]
         assert fired == [], f"{fx.name}: {fired}"
@@ -142,7 +137,7 @@ def test_a_labelled_rule_still_bounds_the_input_box() -> None:
     after_plan = _claude("idle", {"after-plan"})
     assert after_plan
     for fx in after_plan:
-        lines = screen_of(fx).lines()
+        lines = replayed(fx).lines()
         assert any(re.search(r"─ \S+ ─$", line) for line in lines), f"{fx.name}: no labelled rule on screen"
         assert [line for line in region_lines("prompt_box", lines) if line.strip()] == ["❯"], fx.name
 
@@ -158,7 +153,7 @@ def test_every_agents_capture_gives_the_same_result_on_both_backends(fx: Fixture
         screen_class("ghostty")
     except BackendUnavailable as exc:
         pytest.skip(f"the ghostty backend is not installed here: {exc}")
-    pyte = screen_of(fx)
+    pyte = replayed(fx)
     ghostty = replayed(fx, "ghostty")
     manifest = manifest_for(fx)
     verdicts = [manifest.classify(s.lines(), s.title, s.cursor.row) for s in (pyte, ghostty)]

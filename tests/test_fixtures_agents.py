@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from capture_support import CAPTURES_GROUP, Replay, replayed
+from capture_support import CAPTURES_GROUP, replayed
 from panewatch.fixtures import Fixture, default_root, load_folder
 from panewatch.manifest import ManifestStore, bundled_manifest_dir, region_lines
 
@@ -92,15 +92,10 @@ def _fixtures(agent: str) -> list[Fixture]:
     return load_folder(folder)
 
 
-def _screen(fx: Fixture) -> Replay:
-    """The capture fed to a (pyte) screen, once per capture and process: the tests only read it."""
-    return replayed(fx)
-
-
 def _verdict(fx: Fixture):
     manifest = STORE.get(fx.agent)
     assert manifest is not None
-    screen = _screen(fx)
+    screen = replayed(fx)
     return manifest.classify(screen.lines(), screen.title, screen.cursor.row)
 
 
@@ -146,7 +141,7 @@ def test_gemini_spinner_sits_above_the_region_the_old_rule_read() -> None:
     assert working
     spinner = re.compile(r"\(esc to cancel, \d+s\)")
     for fx in working:
-        lines = _screen(fx).lines()
+        lines = replayed(fx).lines()
         assert any(spinner.search(line) for line in lines), fx.name
         assert not any(spinner.search(line) for line in region_lines("bottom:6", lines)), fx.name
         assert any("Type your message" in line or re.match(r"^\s*> ", line) for line in lines), fx.name
@@ -157,7 +152,7 @@ def test_gemini_titles_say_the_state_out_of_band() -> None:
     titles = {fx.truth.state: set() for fx in _fixtures("gemini")}
     for fx in _fixtures("gemini"):
         if fx.truth.kind not in STARTUP:
-            titles[fx.truth.state].add(_screen(fx).title.split("(")[0].strip())
+            titles[fx.truth.state].add(replayed(fx).title.split("(")[0].strip())
     assert titles, "no gemini captures"
     assert titles["blocked"] == {"✋  Action Required"}, titles
     assert all(t.startswith("◇  Ready") for t in titles["idle"]), titles
@@ -171,7 +166,7 @@ def test_startup_dialogs_are_blocked_by_the_screen_alone(agent: str) -> None:
     dialogs = [fx for fx in _fixtures(agent) if fx.truth.kind in STARTUP]
     assert dialogs, f"no start-up dialog captured for {agent}"
     for fx in dialogs:
-        screen = _screen(fx)
+        screen = replayed(fx)
         assert "Action Required" not in screen.title, (fx.name, screen.title)
         verdict = _verdict(fx)
         assert (fx.truth.state, verdict.state) == ("blocked", "blocked"), (fx.name, verdict)
@@ -193,7 +188,7 @@ def test_codex_title_spins_while_working_and_asks_when_blocked() -> None:
     fixtures = _fixtures("codex")
     assert fixtures
     for fx in fixtures:
-        title = _screen(fx).title
+        title = replayed(fx).title
         if fx.truth.state == "blocked" and fx.truth.kind not in STARTUP:
             assert re.match(r"^\[ [!.] \] Action Required", title), (fx.name, title)
         elif fx.truth.state == "idle":
@@ -206,7 +201,7 @@ def test_qwen_title_says_the_state_out_of_band() -> None:
     fixtures = _fixtures("qwen")
     assert fixtures
     for fx in fixtures:
-        title = _screen(fx).title
+        title = replayed(fx).title
         if fx.truth.state == "blocked":
             assert title.startswith("\u2733\ufe0e "), (fx.name, title)
         elif fx.truth.state == "working":
@@ -221,7 +216,7 @@ def test_gptme_title_says_the_state_out_of_band() -> None:
     fixtures = [fx for fx in _fixtures("gptme") if fx.truth.kind not in STARTUP]
     assert fixtures
     for fx in fixtures:
-        title = _screen(fx).title
+        title = replayed(fx).title
         if fx.truth.state == "blocked":
             assert title.startswith("gptme - \u2753 waiting for confirmation"), (fx.name, title)
         elif fx.truth.kind == "thinking":

@@ -168,16 +168,10 @@ def _agree(pattern: str, flags: int, text: str) -> None:
 FIXTURES = list(every_fixture())
 
 
-def _screen(backend: str, fx):
-    """The capture fed to a screen of ``backend``, once per capture, backend and process (the
-    tests only read it; the pyte ones are the texts of the RE2 agreement test too)."""
-    return replayed(fx, backend)
-
-
 @functools.cache
 def fixture_texts() -> list[str]:
     """Every capture's screen as text (made once, when a test first needs it, not at collection)."""
-    return [_screen("pyte", fx).text() for fx in FIXTURES]
+    return [replayed(fx, "pyte").text() for fx in FIXTURES]
 
 
 @pytest.mark.parametrize("backend", available())
@@ -185,7 +179,7 @@ def test_every_fixture_classifies_as_labelled_on_both_engines_and_backends(backe
     """The 66 captures keep their labels with rules on RE2, on each screen backend."""
     wrong = []
     for fx in FIXTURES:
-        s = _screen(backend, fx)
+        s = replayed(fx, backend)
         verdict = STORE.get(fx.agent).classify(s.lines(), s.title, s.cursor.row)
         if verdict.state != fx.truth.state:
             wrong.append((fx.name, fx.truth.state, verdict.state, verdict.rule))
