@@ -5,7 +5,6 @@ kill switch pauses and resumes the policy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
