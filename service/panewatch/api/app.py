@@ -18,7 +18,7 @@ from ..access.identity import resolve_token, state_dir
 from ..access.login import Logins
 from ..access.report_socket import ReportSocket, socket_path
 from ..config import Settings
-from ..engine import Engine, EngineAPI
+from ..engine import EngineAPI, NodeEngine
 from ..errors import UnknownSession
 from ..hosting import Hosting
 from ..manifest import ManifestStore
@@ -45,10 +45,10 @@ from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
 
-#: The routers, one per area (the dashboard's terminals are installed apart: they keep state).
+#: The routers, one per area.
 ROUTED = (
     routes_service, routes_sessions, routes_acp, routes_report, routes_ws, routes_push, routes_devices, routes_ledger,
-    routes_policy,
+    routes_policy, routes_terminal,
 )  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def _lifespan(
     return lifespan
 
 
-def _prompt_reader(engine: Engine) -> Callable[[str], dict[str, Any] | None]:
+def _prompt_reader(engine: NodeEngine) -> Callable[[str], dict[str, Any] | None]:
     """``engine.prompt_now`` for the pusher, in one loop turn: None for a session that is gone."""
 
     def read(sid: str) -> dict[str, Any] | None:
@@ -91,7 +91,7 @@ def _prompt_reader(engine: Engine) -> Callable[[str], dict[str, Any] | None]:
     return read
 
 
-def _reach(settings: Settings, engine: Engine, registry: Registry, private: Path) -> tuple[Devices, Pusher, Ledger]:
+def _reach(settings: Settings, engine: NodeEngine, registry: Registry, private: Path) -> tuple[Devices, Pusher, Ledger]:
     """Paired devices, Web Push and the ledger, whose tables live in the registry file (0600 in
     the state folder); a revoked device's subscriptions go with it. Each node pushes its own
     sessions' prompts and keeps its own sessions' decisions: both listen to this node's engine
@@ -139,7 +139,7 @@ def create_app(
             private=private,
         )
     logins = Logins(settings.token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
-    here = engine if isinstance(engine, Engine) else engine.local  # type: ignore[attr-defined]  # this node's
+    here = engine.local  # this node's own engine (a cluster's: the one it wraps)
     registry = hosting.registry if hosting else Registry.in_state_dir(private)
     devices, pusher, ledger = _reach(settings, here, registry, private)
     answers = AnswerFigures()  # who answers, how long agents wait: /metrics
@@ -172,6 +172,4 @@ def create_app(
     )
     for module in ROUTED:
         app.include_router(module.router)
-    # the dashboard's terminals: /ws/sessions/{id}/term (kept from this node's engine)
-    routes_terminal.install(app, here)
     return app
