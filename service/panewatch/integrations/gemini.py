@@ -29,7 +29,7 @@ from ..access.report_socket import REPORT_COMMAND
 from ..panes.asks import Request
 from ..panes.signals import Report
 from ..sinks.notify import clean
-from ..states import State
+from ..states import RequestSource, State
 from .base import event_report, merged_hooks, private_temp_folder, runs_directly, switches_user
 
 log = logging.getLogger("panewatch.integrations")
@@ -135,6 +135,8 @@ class GeminiIntegration:
             if kind not in BLOCKING_NOTIFICATIONS:
                 return None
             message = str(payload.get("message") or kind)[:200]
-            return Report(State.blocked, f"Notification:{kind}", now, message, Request(clean(message, 200), "hook"))
+            return Report(
+                State.blocked, f"Notification:{kind}", now, message, Request(clean(message, 200), RequestSource.hook)
+            )
         report, _event = event_report(payload, now, GEMINI_EVENTS, "Gemini CLI")
         return report
