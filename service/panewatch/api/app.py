@@ -17,6 +17,7 @@ from ..access.http_guard import HostAllowList, HttpGuard
 from ..access.identity import resolve_token, state_dir
 from ..access.login import Logins
 from ..access.report_socket import ReportSocket, socket_path
+from ..access.users import Users
 from ..config import Settings
 from ..engine import Engine, EngineAPI
 from ..errors import UnknownSession
@@ -38,6 +39,7 @@ from . import (
     routes_service,
     routes_sessions,
     routes_terminal,
+    routes_users,
     routes_ws,
 )
 from .deps import refusal
@@ -48,7 +50,7 @@ __all__ = ["create_app", "web_dir"]
 #: The routers, one per area (the dashboard's terminals are installed apart: they keep state).
 ROUTED = (
     routes_service, routes_sessions, routes_acp, routes_report, routes_ws, routes_push, routes_devices, routes_ledger,
-    routes_policy,
+    routes_policy, routes_users,
 )  # fmt: skip
 
 
@@ -158,12 +160,21 @@ def create_app(
     app.state.settings = settings
     app.state.report_socket = report_socket  # (its per-peer counts, for tests and debugging)
     app.state.devices = devices
+    app.state.users = users = Users(registry.db)  # whose each device is, and its role
     app.state.push = pusher
     app.state.ledger = ledger
     app.state.answers = answers
-    app.state.gate = Gate(settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices)
+    app.state.gate = Gate(
+        settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices, users
+    )
+    _route(app, settings, here)
+    return app
+
+
+def _route(app: FastAPI, settings: Settings, here: Engine) -> None:
+    """The door, the error mapping and the routers."""
     errors.install(app)
-    # Host, credentials and body size are checked before routing (and before any body byte is read)
+    # Host, credentials, roles and body size are checked before routing (and before any body byte is read)
     app.add_middleware(
         HttpGuard,
         hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host),
@@ -174,4 +185,5 @@ def create_app(
         app.include_router(module.router)
     # the dashboard's terminals: /ws/sessions/{id}/term (kept from this node's engine)
     routes_terminal.install(app, here)
-    return app
+    # every route in the order the router tries them: the roles' one mapping is keyed by their paths
+    app.state.routes = [route for module in (*ROUTED, routes_terminal) for route in module.router.routes]

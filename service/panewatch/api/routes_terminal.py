@@ -34,10 +34,11 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, WebSocket
 
+from ..access.roles import CLOSE_FORBIDDEN, KEYS
 from ..engine import Actor, Engine, EngineAPI
 from ..engine.events import Created, Deleted, Event, Output, StateChanged
 from ..errors import PanewatchError, UnknownSession
-from .deps import actor_of, engine_of, ws_admit
+from .deps import actor_of, engine_of, forbidden, ws_admit
 from .routes_ws import run_first
 
 log = logging.getLogger("panewatch.terminal")
@@ -388,6 +389,10 @@ async def _sender(
                 await asyncio.wait_for(client.wake.wait(), timeout=max(wait or META_INTERVAL_S, 0.01))
 
 
+#: The page's messages that write to the pane (keys, held-back keys, a new size).
+WRITES = frozenset({"input", "release", "resize"})
+
+
 async def _receiver(
     ws: WebSocket, engine: Engine, terminals: Terminals, sid: str, client: TermClient, actor: Actor
 ) -> None:
@@ -407,6 +412,9 @@ async def _receiver(
             continue
         if not isinstance(msg, dict):
             continue
+        if msg.get("type") in WRITES and (why := forbidden(ws, KEYS)) is not None:
+            await ws.close(code=CLOSE_FORBIDDEN, reason=why)  # a viewer watches, never types
+            return
         try:
             reply = await handle(engine, terminals, sid, client, msg, actor)
         except UnknownSession:
