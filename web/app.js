@@ -12,6 +12,7 @@ import { NewSessionForm } from "./form.js";
 import { installKeys } from "./keys.js";
 import { LedgerView } from "./ledger.js";
 import { LiveSocket } from "./live.js";
+import { applyRole, PeopleView } from "./people.js";
 import { cardOrder, groupOf, matchesFilter, queueOrder, shortPath, stateCounts } from "./parse.js";
 import { Peeks, RETRY_MS, Row } from "./queue.js";
 
@@ -802,6 +803,10 @@ $("more-toggle").addEventListener("click", (e) => {
 });
 $("keys-toggle").addEventListener("click", () => els.keysHelp.showModal());
 $("ledger-toggle").addEventListener("click", () => ledgerView.open());
+// people and roles: the page hides what this caller's role may not do; owners manage users
+const peopleView = new PeopleView($("people"));
+$("people-toggle").addEventListener("click", () => peopleView.open());
+applyRole();
 $("clear-filter").addEventListener("click", () => {
   els.filter.value = "";
   filter.text = "";
