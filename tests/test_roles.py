@@ -180,6 +180,10 @@ async def test_a_restricted_session_is_hidden_from_and_refused_to_other_users(li
     async with live.client(headers=bob) as http:
         assert (await http.get(f"/api/sessions/{mine}")).status_code == 200
     assert (await live.http.post("/api/sessions", json={"command": ["sh"], "users": ["nobody"]})).status_code == 404
+    # a deleted session's restriction goes with it
+    await live.http.put(f"/api/sessions/{mine}/users", json={"users": ["alice"]})
+    assert (await live.http.delete(f"/api/sessions/{mine}")).status_code == 200
+    assert live.app.state.users.restricted_to(mine) == frozenset()
 
 
 async def test_a_viewer_typing_into_a_terminal_is_closed_with_4403_and_the_missing_role(live):

@@ -148,6 +148,11 @@ class Users:
             self._sessions.pop(session, None)
         return wanted
 
+    def forget(self, session: str) -> None:
+        """A deleted session's restriction goes with it."""
+        if self._sessions.pop(session, None) is not None:
+            self._write("DELETE FROM session_users WHERE session = ?", (session,))
+
     def restricted_to(self, session: str) -> frozenset[str]:
         """The users the session is restricted to (empty: everyone may see it)."""
         return self._sessions.get(session, frozenset())

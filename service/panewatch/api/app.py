@@ -20,6 +20,7 @@ from ..access.report_socket import ReportSocket, socket_path
 from ..access.users import Users
 from ..config import Settings
 from ..engine import Engine, EngineAPI
+from ..engine.events import Deleted
 from ..errors import UnknownSession
 from ..hosting import Hosting
 from ..manifest import ManifestStore
@@ -161,6 +162,7 @@ def create_app(
     app.state.report_socket = report_socket  # (its per-peer counts, for tests and debugging)
     app.state.devices = devices
     app.state.users = users = Users(registry.db)  # whose each device is, and its role
+    here.subscribe(lambda event: users.forget(event.session) if isinstance(event, Deleted) else None)
     app.state.push = pusher
     app.state.ledger = ledger
     app.state.answers = answers
