@@ -157,6 +157,14 @@ class Users:
         """The users the session is restricted to (empty: everyone may see it)."""
         return self._sessions.get(session, frozenset())
 
+    def device_may_see(self, device: str, session: str) -> bool:
+        """Whether pushes about ``session`` may go to a subscription of ``device`` (a device id,
+        or "token" / "login-…": owners, which see everything)."""
+        if device not in self._owner_of:
+            return True
+        user = self.user_of(device)
+        return user is not None and self.may_see(session, user.name, user.role)
+
     def may_see(self, session: str, user: str | None, role: Role) -> bool:
         names = self._sessions.get(session)
         return not names or role == Role.owner or (user is not None and user in names)

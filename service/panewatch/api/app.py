@@ -163,6 +163,7 @@ def create_app(
     app.state.devices = devices
     app.state.users = users = Users(registry.db)  # whose each device is, and its role
     here.subscribe(lambda event: users.forget(event.session) if isinstance(event, Deleted) else None)
+    pusher.may_see = users.device_may_see  # a session restricted to other users is not pushed to them
     app.state.push = pusher
     app.state.ledger = ledger
     app.state.answers = answers
