@@ -70,6 +70,10 @@ export const api = {
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
   /** A page of the ledger: {entries, next}; `params` filters (session, actor, since) and pages (before, limit). */
   ledger: (params = {}) => request("GET", `/api/ledger?${new URLSearchParams(params)}`),
+  /** The approval policy in force: {file, paused, error, rules, decisions}; its kill switch. */
+  policy: () => request("GET", "/api/policy"),
+  pausePolicy: () => request("POST", "/api/policy/pause"),
+  resumePolicy: () => request("POST", "/api/policy/resume"),
   answer: (id, answer) =>
     request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),
   /** Who this page is: {kind, id, name, user, role}. */

@@ -151,7 +151,7 @@ async def ws_admit(ws: WebSocket) -> bool:
     if closing:
         await ws.close(code=closing[0], reason=closing[1])
         return False
-    who = ws.scope.get(WHO_KEY)
-    if isinstance(who, Who) and who.kind == "device" and gate_of(ws).devices is not None:
-        gate_of(ws).devices.attach(who.id, ws)  # type: ignore[union-attr]  # closed at once on revocation
+    who, devices = ws.scope.get(WHO_KEY), gate_of(ws).devices
+    if isinstance(who, Who) and who.kind == "device" and devices is not None:
+        devices.attach(who.id, ws)  # closed at once on revocation
     return True

@@ -40,6 +40,8 @@ from ..engine import (
     Sent,
     SessionInfo,
     SessionSpec,
+    TerminalChannel,
+    watch_terminal,
 )
 from ..engine.events import Created, Deleted, Event, EventHub, Output, Renamed, Snapshot, StateChanged
 from ..errors import Conflict, InvalidRequest, StartupRefused, Unavailable, UnknownSession
@@ -327,6 +329,13 @@ class ClusterEngine:
         if node is None:
             return await self.local.screens(sid, interval=interval, styles=styles)
         return self._frames(node, sid, {"interval": interval, "styles": styles})
+
+    async def terminal(self, sid: str, *, actor: Actor) -> TerminalChannel:
+        """A local session's terminal; another node's pane watched read-only from its frames."""
+        node = self._owner(sid)
+        if node is None:
+            return await self.local.terminal(sid, actor=actor)
+        return watch_terminal(self._frames(node, sid, {"interval": 0.1, "styles": True}))
 
     async def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[ConversationView]:
         node = self._owner(sid)
