@@ -134,6 +134,7 @@ class Engine:
         self._tasks.clear()
         if self._parts is not None:
             await self._parts.policy.stop()
+            self._parts.terminals.close()
             self._parts.guard.keys.flush_all()
             await self._close_all(self._parts)
         for each in self.hosts:

@@ -18,7 +18,7 @@ import re
 from ..errors import Conflict, InvalidRequest, UnknownSession
 from ..panes.asks import Request, same_subject, screen_request
 from ..policy import Asked, PolicyAction, PolicyStore, Ruling
-from ..states import State
+from ..states import RequestSource, State
 from ._context import EngineContext
 from ._feed import Feed
 from ._guard import Guard
@@ -41,7 +41,7 @@ ACP_KINDS = {PolicyAction.allow: "allow_once", PolicyAction.deny: "reject_once"}
 def _screen_agrees(session: TerminalSession, ctx: EngineContext, request: Request) -> str | None:
     """Why the screen does not show ``request`` (None: its prompt reads the same subject and tool)."""
     pane = session.pane
-    if request.source != "hook":
+    if request.source != RequestSource.hook:
         return f"the request is read off the screen alone ({request.source})"
     if request.disagrees:
         return request.disagrees

@@ -163,7 +163,12 @@ class Terminals:
         self.ctx, self.table, self.feed, self.guard, self.restorer = ctx, table, feed, guard, restorer
         self.limit = HISTORY_BYTES
         self.panes: dict[str, PaneTerm] = {}
-        ctx.hub.listen(self.on_event)
+        self._unlisten = ctx.hub.listen(self.on_event)
+
+    def close(self) -> None:
+        """The engine stops: no more output is kept (the server closes the sockets itself; a
+        channel ended here would tell its page the session is gone, and the page would stop)."""
+        self._unlisten()
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, Output):
@@ -174,9 +179,12 @@ class Terminals:
         elif isinstance(event, Created):
             self.pane(event.session.id)
         elif isinstance(event, Deleted):
-            for client in self.panes.pop(event.session, PaneTerm(0)).clients:
-                client.gone = True
-                client.wake.set()
+            self._end(event.session)
+
+    def _end(self, sid: str) -> None:
+        for client in self.panes.pop(sid, PaneTerm(0)).clients:
+            client.gone = True  # its next turn finds the session gone: the channel ends
+            client.wake.set()
 
     def pane(self, sid: str) -> PaneTerm:
         return self.panes.setdefault(sid, PaneTerm(self.limit))

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..hosts.base import HostKind
-from ..states import Decision, SessionKind, Source, State
+from ..states import Decision, RequestSource, SessionKind, Source, State
 from ..worktrees import WorktreeInfo, WorktreeSpec
 
 __all__ = [
@@ -128,7 +128,7 @@ class RequestView(_Model):
     subject: str | None
     subject_kind: str | None  # "command" | "path" | "url"
     detail: str | None
-    source: Literal["hook", "acp", "screen"]
+    source: RequestSource
     disagrees: str | None  # the screen reads another subject than the agent's own request
 
 

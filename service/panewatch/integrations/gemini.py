@@ -29,7 +29,7 @@ from ..access.report_socket import REPORT_COMMAND
 from ..panes.asks import Request, from_tool
 from ..panes.signals import Report
 from ..sinks.notify import clean
-from ..states import State
+from ..states import RequestSource, State
 from .base import event_report, merged_hooks, private_temp_folder, runs_directly, switches_user
 
 log = logging.getLogger("panewatch.integrations")
@@ -150,11 +150,11 @@ def permission_request(payload: Mapping[str, Any], message: str) -> Request:
     details = details if isinstance(details, Mapping) else {}
     kind, title = details.get("type"), str(details.get("title") or "")
     if kind == "exec" and isinstance(details.get("command"), str):
-        return from_tool("run_shell_command", {"command": details["command"]}, "hook")
+        return from_tool("run_shell_command", {"command": details["command"]}, RequestSource.hook)
     if kind == "edit" and isinstance(details.get("filePath"), str):
         path, cwd = details["filePath"], payload.get("cwd")
         if isinstance(cwd, str) and cwd and os.path.isabs(path) and Path(path).is_relative_to(cwd):
             path = os.path.relpath(path, cwd)
         tool = next((name for prefix, name in EDIT_TITLES.items() if title.startswith(prefix)), None)
-        return from_tool(tool, {"file_path": path}, "hook")
-    return Request(clean(message, 200), "hook")
+        return from_tool(tool, {"file_path": path}, RequestSource.hook)
+    return Request(clean(message, 200), RequestSource.hook)
