@@ -13,6 +13,7 @@ import { installKeys } from "./keys.js";
 import { LedgerView } from "./ledger.js";
 import { PolicySwitch } from "./policy.js";
 import { LiveSocket } from "./live.js";
+import { applyRole, PeopleView } from "./people.js";
 import { cardOrder, groupOf, matchesFilter, queueOrder, shortPath, stateCounts } from "./parse.js";
 import { Peeks, RETRY_MS, Row } from "./queue.js";
 
@@ -814,6 +815,10 @@ $("keys-toggle").addEventListener("click", () => els.keysHelp.showModal());
 $("ledger-toggle").addEventListener("click", () => ledgerView.open());
 const policySwitch = new PolicySwitch($("policy-switch"));
 policySwitch.refresh();
+// people and roles: the page hides what this caller's role may not do; owners manage users
+const peopleView = new PeopleView($("people"));
+$("people-toggle").addEventListener("click", () => peopleView.open());
+applyRole();
 $("clear-filter").addEventListener("click", () => {
   els.filter.value = "";
   filter.text = "";
