@@ -77,9 +77,10 @@ class Actor(_Model):
     kind: ActorKind
     id: str = Field(max_length=200)
     name: str = Field(max_length=200)
+    user: str | None = Field(None, max_length=200, description="a device's user", exclude_if=lambda u: u is None)
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.name}"
+        return f"{self.kind} {self.name}" + (f" of {self.user}" if self.user else "")
 
 
 # --- what to launch ----------------------------------------------------------------------------

@@ -232,8 +232,8 @@ def merged(structured: Request | None, screen: Request | None) -> Request | None
     if screen is None:
         return structured
     if structured.subject is None and screen.subject:
-        # a report that only says *that* something is asked (Gemini's ToolPermission names no
-        # tool or command): what is shown is the screen's reading, and says so (``source``
+        # a report that only says *that* something is asked (Gemini's ToolPermission for an MCP
+        # tool names no subject): what is shown is the screen's reading, and says so (``source``
         # "screen": the policy never takes it for a structured request)
         return Request(**{**screen.__dict__, "detail": screen.detail or structured.detail})
     if structured.subject and screen.subject and not same_subject(structured.subject, screen.subject):
