@@ -26,103 +26,40 @@ import asyncio
 import collections
 import logging
 import os
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..states import State
 from . import protocol as p
+from ._types import (
+    AUTH_REQUIRED,
+    DEFAULT_TIMEOUTS,
+    EOF_GRACE,
+    MAX_FAULTS,
+    AcpError,
+    Busy,
+    Child,
+    ChildFactory,
+    Gone,
+    Listener,
+    NotOffered,
+    Phase,
+    Timeouts,
+    Withdrawn,
+    panewatch_version,
+    short_error,
+    tool_detail,
+)
 from .conversation import Conversation, PendingPermission
 from .files import FileAccess
 from .jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Fault, MalformedResponse, Peer, PeerGone, RpcError
 from .stdio import StdioChild, StdioWriteRefused
 
+__all__ = ["AcpClient", "AcpError", "Busy", "Gone", "Listener", "NotOffered", "Timeouts", "Withdrawn"]
+
 log = logging.getLogger("panewatch.acp")
-
-#: Protocol faults (not counting stdout noise) after which the agent is ended: it is not
-#: speaking ACP, and answering each fault would be all the session does.
-MAX_FAULTS = 50
-#: How long an agent that closed its stdout has to exit before it is ended.
-EOF_GRACE = 1.0
-#: ACP's error code for "authentication required".
-AUTH_REQUIRED = -32000
-
-
-class AcpError(Exception):
-    """Base of what the client refuses; ``status`` is the HTTP status the API answers with."""
-
-    status = 409
-
-
-class Busy(AcpError):
-    """A prompt while a turn runs or a permission is pending, or before the agent is ready."""
-
-
-class Withdrawn(AcpError):
-    """An answer to a permission request that is no longer pending."""
-
-
-class NotOffered(AcpError):
-    """An answer naming an option the request did not offer."""
-
-    status = 422
-
-
-class Gone(AcpError):
-    """The agent has exited."""
-
-
-class Phase(StrEnum):
-    """Where the session is in its life (the state says what the user cares about)."""
-
-    starting = "starting"  # initialize / session/new not answered yet
-    ready = "ready"  # waiting for a prompt
-    turn = "turn"  # a prompt turn runs
-    exited = "exited"
-
-
-class Listener(Protocol):
-    """Who hears about the session (the ACP host, which tells the engine). Loop only."""
-
-    def on_state(self, state: State, why: str, event: str) -> None:
-        """The exact state now; ``event`` names the protocol message that decided it."""
-
-    def on_change(self) -> None:
-        """The conversation changed (render it again)."""
-
-    def on_exit(self, code: int | None, reason: str) -> None: ...
-
-
-class Child(Protocol):
-    """The agent's process as the client uses it (``StdioChild``; tests may bring their own)."""
-
-    pid: int
-
-    @property
-    def alive(self) -> bool: ...
-
-    def write(self, data: bytes) -> None: ...
-
-    def stderr_text(self, max_chars: int = 2000) -> str: ...
-
-    async def terminate(self, grace: float = 2.0) -> int | None: ...
-
-    def close(self) -> None: ...
-
-
-ChildFactory = Callable[..., Child]
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    initialize: float = 30.0
-    new_session: float = 60.0
-    #: after ``session/cancel``, how long the agent has to end the turn before the client ends
-    #: it on its own (the turn is then idle with that reason, never stuck working)
-    cancel: float = 15.0
 
 
 class AcpClient:
@@ -135,7 +72,7 @@ class AcpClient:
         cwd: str,
         env: Mapping[str, str] | None,
         listener: Listener,
-        timeouts: Timeouts = Timeouts(),
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
         child_factory: ChildFactory = StdioChild,
     ) -> None:
         self.argv = list(argv)
@@ -220,7 +157,7 @@ class AcpClient:
                 {
                     "protocolVersion": p.PROTOCOL_VERSION,
                     "clientCapabilities": p.client_capabilities(),
-                    "clientInfo": {"name": "panewatch", "title": "Panewatch", "version": _version()},
+                    "clientInfo": {"name": "panewatch", "title": "Panewatch", "version": panewatch_version()},
                 },
                 timeout=self.timeouts.initialize,
             )
@@ -249,7 +186,7 @@ class AcpClient:
                 self._fail(f"{step} failed: {exc.message} ({exc.code})")
             return
         except (MalformedResponse, ValidationError) as exc:
-            self._fail(f"malformed answer to {step}: {_short(exc)}")
+            self._fail(f"malformed answer to {step}: {short_error(exc)}")
             return
         if self.phase == Phase.exited:
             return
@@ -299,7 +236,7 @@ class AcpClient:
             why = f"session/prompt failed: {exc.message} ({exc.code})"
             self.error = why
         except (MalformedResponse, ValidationError) as exc:
-            why = f"session/prompt: malformed answer: {_short(exc)}"
+            why = f"session/prompt: malformed answer: {short_error(exc)}"
             self.error = why
         if self._turn is not me or self.phase == Phase.exited:
             return  # the client already ended this turn (cancel timeout) or the agent is gone
@@ -341,8 +278,8 @@ class AcpClient:
         try:
             req = p.RequestPermission.model_validate(params)
         except ValidationError as exc:
-            self._protocol_error(f"a malformed session/request_permission: {_short(exc)}")
-            raise RpcError(INVALID_PARAMS, f"invalid session/request_permission: {_short(exc)}") from None
+            self._protocol_error(f"a malformed session/request_permission: {short_error(exc)}")
+            raise RpcError(INVALID_PARAMS, f"invalid session/request_permission: {short_error(exc)}") from None
         if req.session_id != self.session_id:
             self._protocol_error(f"a permission request for unknown session {req.session_id!r}")
             raise RpcError(INVALID_PARAMS, f"unknown session {req.session_id!r}")
@@ -352,7 +289,7 @@ class AcpClient:
             raise RpcError(INVALID_PARAMS, "a permission request needs at least one option")
         self._asked += 1
         key = f"p{self._asked}"
-        detail = _tool_detail(req.tool_call)
+        detail = tool_detail(req.tool_call)
         perm = PendingPermission(
             key,
             req.tool_call.tool_call_id,
@@ -441,8 +378,8 @@ class AcpClient:
         try:
             req = model.model_validate(params)
         except ValidationError as exc:
-            self._protocol_error(f"a malformed {method}: {_short(exc)}")
-            raise RpcError(INVALID_PARAMS, f"invalid {method}: {_short(exc)}") from None
+            self._protocol_error(f"a malformed {method}: {short_error(exc)}")
+            raise RpcError(INVALID_PARAMS, f"invalid {method}: {short_error(exc)}") from None
         if req.session_id != self.session_id:
             raise RpcError(INVALID_PARAMS, f"unknown session {req.session_id!r}")
         return req
@@ -467,7 +404,7 @@ class AcpClient:
             try:
                 note = p.SessionNotification.model_validate(params)
             except ValidationError as exc:
-                self._protocol_error(f"a malformed session/update: {_short(exc)}")
+                self._protocol_error(f"a malformed session/update: {short_error(exc)}")
                 return
             if note.session_id != self.session_id:
                 return
@@ -557,34 +494,3 @@ class AcpClient:
             "stdout_noise": list(self.noise)[-5:],
             "stderr_tail": self.child.stderr_text(2000),
         }
-
-
-def _tool_detail(tool: p.ToolCallRef) -> str:
-    """A line that says what the tool would do (its command, its file), for the prompt."""
-    raw = tool.raw_input
-    if isinstance(raw, dict):
-        for key in ("command", "file_path", "path", "url", "pattern"):
-            value = raw.get(key)
-            if isinstance(value, str) and value:
-                return value[:500]
-    if tool.content:
-        texts = [p.text_of(c) for c in tool.content]
-        return " ".join(t for t in texts if t)[:500]
-    return ""
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        errs = exc.errors()
-        if not errs:
-            return "value: invalid"
-        first = errs[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        return f"{loc or 'value'}: {first['msg']}" + (f" (+{len(errs) - 1} more)" if len(errs) > 1 else "")
-    return str(exc)[:300]
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
