@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -163,10 +164,15 @@ def prompt_agent(*, work: float = 4.0) -> list[str]:
     )
 
 
-def idle_agent(text: str = "") -> list[str]:
-    """An idle prompt box (optionally below some text) that never changes."""
+def idle_agent(text: str = "", *, after: Path | None = None) -> list[str]:
+    """An idle prompt box (optionally below some text) that never changes; with ``after``, the box
+    alone first and the text drawn above it once that file exists (idle all along)."""
     body = (text + "\n") if text else ""
-    return _bash("stty -echo", _printf(f"{body}{RULE}\n❯ \n{RULE}\n{IDLE_LINE}\n"), "exec sleep 600")
+    box = f"{RULE}\n❯ \n{RULE}\n{IDLE_LINE}\n"
+    if after is not None:
+        wait = f"until [ -e {shlex.quote(str(after))} ]; do sleep 0.05; done"
+        return _bash("stty -echo", _printf(box), wait, CLEAR, _printf(body + box), "exec sleep 600")
+    return _bash("stty -echo", _printf(body + box), "exec sleep 600")
 
 
 def echo_agent() -> list[str]:

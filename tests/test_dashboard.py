@@ -20,6 +20,7 @@ import pytest
 from browser_support import card_of, dashboard_server, open_dashboard, playwright_or_skip
 from dashboard_support import (
     ARTIFACTS,
+    IDLE_LINE,
     Server,
     echo_agent,
     free_port,
@@ -78,6 +79,28 @@ def test_token_login_sets_a_cookie_and_shows_the_sessions(browser, server: Serve
         expect(page.locator("#detail .screen")).to_contain_text("hello from the card")  # its terminal, beside
         expect(page).to_have_title("Panewatch")
         expect(page.get_by_label("Sound")).not_to_be_checked()  # a sound only when asked for
+    finally:
+        context.close()
+        server.delete_all()
+
+
+def test_an_idle_row_shows_a_line_drawn_after_its_state_settled(browser, server: Server, tmp_path: Path) -> None:
+    """The page reads a screen when its state changes; an agent that draws its last words after
+    going idle sends no other change, so that read stayed empty (it did, under load)."""
+    go = tmp_path / "draw"
+    sid = server.create(idle_agent("drawn while idle", after=go), name="late-card")["id"]
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        with page.expect_response(lambda r: f"/api/sessions/{sid}/screen" in r.url):
+            page.goto(f"{server.url}/?token={server.token}")
+        row = page.locator(f'#queue .row[data-id="{sid}"]')
+        expect(row.locator(".row-state")).to_have_text("idle")
+        expect(row.locator(".row-line")).to_have_text(IDLE_LINE.strip())  # read before the text came
+        since = next(s for s in server.sessions() if s["id"] == sid)["since"]
+        go.touch()
+        expect(row.locator(".row-line")).to_have_text("drawn while idle", timeout=15000)
+        assert next(s for s in server.sessions() if s["id"] == sid)["since"] == since  # no change came
     finally:
         context.close()
         server.delete_all()

@@ -11,6 +11,7 @@ import { answerChoices, formatDuration, lastLine, screenExcerpt, shortFolder } f
 import { RequestView } from "./request.js";
 
 const REFRESH_MS = 10000; // how old a working session's last line may get
+const SETTLE_MS = [2000, 6000]; // an idle screen is read again these long after each read that follows its change
 export const RETRY_MS = 700; // a blocked state the screen read model has not caught up with yet
 const PARALLEL = 3;
 
@@ -25,6 +26,7 @@ export class Peeks {
     this.wanted = new Map(); // id -> {due, tries}
     this.inFlight = new Map(); // id -> the read's promise
     this.held = new Set(); // sessions about to be deleted: no new reads
+    this.settled = new Map(); // id -> {since, n}: re-reads done since that change
     this.timer = null;
   }
 
@@ -52,15 +54,29 @@ export class Peeks {
     this.peeks.delete(id);
     this.wanted.delete(id);
     this.held.delete(id);
+    this.settled.delete(id);
   }
 
-  /** Sessions whose last line is older than REFRESH_MS (working ones: their screens move). */
+  /**
+   * Sessions whose last line is older than REFRESH_MS (working ones: their screens move), and
+   * idle or exited ones read twice more (SETTLE_MS) after the read their change caused: that read
+   * can come before the agent's last frame, and a quiet session sends no other change.
+   */
   refreshStale(sessions) {
     const now = Date.now();
     for (const s of sessions) {
-      if (s.kind === "acp" || s.state !== "working") continue;
+      if (s.kind === "acp") continue;
       const p = this.peeks.get(s.id);
-      if (!p || now - p.at > REFRESH_MS) this.want(s.id, Math.random() * 2000);
+      if (s.state === "working") {
+        if (!p || now - p.at > REFRESH_MS) this.want(s.id, Math.random() * 2000);
+      } else if (s.state !== "blocked" && p && p.since === s.since) {
+        const had = this.settled.get(s.id);
+        const n = had && had.since === s.since ? had.n : 0;
+        if (n < SETTLE_MS.length && now - p.at > SETTLE_MS[n]) {
+          this.settled.set(s.id, { since: s.since, n: n + 1 });
+          this.want(s.id);
+        }
+      }
     }
   }
 

@@ -53,6 +53,9 @@ export function isReleaseKey(e) {
 }
 
 export class TermView {
+  /** The page's role may not type (a viewer): keys, held-back keys and resizes are not sent. */
+  static readOnly = false;
+
   /**
    * @param {string} id the session id
    * @param {object} handlers
@@ -283,8 +286,10 @@ export class TermView {
     }
   }
 
-  /** Data xterm.js emitted: the user's keys go to the pane; its own replies do not. */
+  /** Data xterm.js emitted: the user's keys go to the pane; its own replies do not (nor a
+   * viewer's keys: the server would close the terminal with 4403). */
   typed(data) {
+    if (TermView.readOnly) return;
     if (performance.now() - this.userAt > USER_WINDOW_MS) return;
     if (TERMINAL_REPLY.test(data)) return;
     if (this.typeAhead && this.typeAhead.join("").length + data.length <= TYPE_AHEAD_MAX) {
@@ -303,11 +308,13 @@ export class TermView {
 
   /** The held-back keys: send them after all, or drop them. */
   release(send) {
+    if (TermView.readOnly) return false;
     return this.socket.send({ type: "release", send });
   }
 
-  /** Ask the server to resize the pane (all its terminals follow). */
+  /** Ask the server to resize the pane (all its terminals follow); never for a viewer. */
   resizePane(rows, cols) {
+    if (TermView.readOnly) return false;
     return this.socket.send({ type: "resize", rows, cols });
   }
 

@@ -17,8 +17,10 @@ from ..access.http_guard import HostAllowList, HttpGuard
 from ..access.identity import resolve_token, state_dir
 from ..access.login import Logins
 from ..access.report_socket import ReportSocket, socket_path
+from ..access.users import Users
 from ..config import Settings
 from ..engine import EngineAPI, NodeEngine
+from ..engine.events import Deleted
 from ..errors import UnknownSession
 from ..hosting import Hosting
 from ..manifest import ManifestStore
@@ -38,6 +40,7 @@ from . import (
     routes_service,
     routes_sessions,
     routes_terminal,
+    routes_users,
     routes_ws,
 )
 from .deps import refusal
@@ -48,7 +51,7 @@ __all__ = ["create_app", "web_dir"]
 #: The routers, one per area.
 ROUTED = (
     routes_service, routes_sessions, routes_acp, routes_report, routes_ws, routes_push, routes_devices, routes_ledger,
-    routes_policy, routes_terminal,
+    routes_policy, routes_terminal, routes_users,
 )  # fmt: skip
 
 
@@ -158,12 +161,23 @@ def create_app(
     app.state.settings = settings
     app.state.report_socket = report_socket  # (its per-peer counts, for tests and debugging)
     app.state.devices = devices
+    app.state.users = users = Users(registry.db)  # whose each device is, and its role
+    here.subscribe(lambda event: users.forget(event.session) if isinstance(event, Deleted) else None)
+    pusher.may_see = users.device_may_see  # a session restricted to other users is not pushed to them
     app.state.push = pusher
     app.state.ledger = ledger
     app.state.answers = answers
-    app.state.gate = Gate(settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices)
+    app.state.gate = Gate(
+        settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices, users
+    )
+    _route(app, settings)
+    return app
+
+
+def _route(app: FastAPI, settings: Settings) -> None:
+    """The door, the error mapping and the routers."""
     errors.install(app)
-    # Host, credentials and body size are checked before routing (and before any body byte is read)
+    # Host, credentials, roles and body size are checked before routing (and before any body byte is read)
     app.add_middleware(
         HttpGuard,
         hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host),
@@ -172,4 +186,5 @@ def create_app(
     )
     for module in ROUTED:
         app.include_router(module.router)
-    return app
+    # every route in the order the router tries them: the roles' one mapping is keyed by their paths
+    app.state.routes = [route for module in ROUTED for route in module.router.routes]

@@ -17,9 +17,10 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket
 
+from ..access.roles import CLOSE_FORBIDDEN, KEYS
 from ..engine import TerminalChannel
 from ..errors import UnknownSession
-from .deps import actor_of, engine_of, ws_admit
+from .deps import actor_of, engine_of, forbidden, ws_admit
 from .routes_ws import run_first
 
 #: Largest input message (a big paste: 256 KiB of keys, JSON-escaped).
@@ -58,6 +59,10 @@ async def _sender(ws: WebSocket, channel: TerminalChannel) -> None:
         await ws.close(code=4404, reason=str(exc))
 
 
+#: The page's messages that write to the pane (keys, held-back keys, a new size).
+WRITES = frozenset({"input", "release", "resize"})
+
+
 async def _receiver(ws: WebSocket, channel: TerminalChannel) -> None:
     """The page's JSON messages, each answered by the channel."""
     while True:
@@ -75,6 +80,9 @@ async def _receiver(ws: WebSocket, channel: TerminalChannel) -> None:
             continue
         if not isinstance(msg, dict):
             continue
+        if msg.get("type") in WRITES and (why := forbidden(ws, KEYS)) is not None:
+            await ws.close(code=CLOSE_FORBIDDEN, reason=why)  # a viewer watches, never types
+            return
         try:
             reply = await channel.input(msg)
         except UnknownSession:

@@ -84,7 +84,7 @@ class ClusterEngine:
     """Every node's sessions behind ``EngineAPI``."""
 
     def __init__(self, local: Engine, link: NodeLink) -> None:
-        self.local = local
+        self._local = local
         self.link = link
         self.node = link.node
         self.hub = EventHub()
@@ -96,6 +96,11 @@ class ClusterEngine:
         self._unsubscribe = local.subscribe(self._on_local_event)
         link.session_listeners.append(self._on_remote_session)
         link.node_listeners.append(self._on_node)
+
+    @property
+    def local(self) -> Engine:
+        """This node's own engine (``EngineAPI.local``)."""
+        return self._local
 
     @property
     def reports(self) -> ReportDesk:
