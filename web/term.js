@@ -115,6 +115,12 @@ export class TermView {
     if (this.opened || !this.host.isConnected) return;
     this.opened = true;
     this.term.open(this.host);
+    // xterm.js 6 sizes its scroll area on output, resizes and a buffer switch, not when only the
+    // cell size changes: when the fit scaled the font after a (re)connect's history was parsed
+    // (the order a loaded machine gives), the area kept the old cell height and the wheel had
+    // nothing to scroll back until new output came (private API, pinned with the vendored version)
+    const core = this.term._core;
+    core?._renderService?.onDimensionsChange(() => core._viewport?.queueSync());
     const input = this.term.textarea;
     if (input) {
       input.tabIndex = -1; // not a Tab stop: entering the terminal is explicit
