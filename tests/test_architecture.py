@@ -17,10 +17,9 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parent.parent / "service" / "panewatch"
 MODULE_LINES, FUNCTION_LINES = 500, 60
-#: Over the module budget until issue 26's item 7 splits them (each must really be over it).
-NOT_YET_SPLIT = {
-    "panewatch.sinks.push",  # came over the budget from #28 (Web Push) before this rule covered it
-}
+#: Over the module budget until issue 26's item 7 splits them (each must really be over it): none
+#: is left; the set stays so that the rule's exceptions are said in one place, and may only shrink.
+NOT_YET_SPLIT: set[str] = set()
 #: What reaches into the engine's objects instead of asking the contract.
 INTERNALS = re.compile(r"\.sessions\[|engine\.(_|sessions|watchers|panes|pane|handle|scheduler|hub)\b|\.queue\b")
 

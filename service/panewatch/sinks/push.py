@@ -16,41 +16,71 @@ folder. The requests are ours (httpx, async, bounded, with timeouts): the event 
 waits on a push service. A push is suppressed for one device only when *that device* reported,
 within ``SEEN_S``, a focused and visible page showing that session — never because some socket
 or tab is open somewhere.
+
+The wire pieces (VAPID, checks, encryption, the payload) are in ``_push_wire``, what is kept
+(subscriptions, receipts, outcomes) in ``_push_data``; every name is re-exported here.
 """
 
-from __future__ import annotations
-
 import asyncio
-import base64
-import ipaddress
-import json
 import logging
-import os
 import secrets
 import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
-import http_ece
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid
 
-from ..clock import Clock, LoopClock, Timer
+from ..clock import Clock, LoopClock
 from ._background import Background
-from .notify import Notification, Notifier, clean
+from ._push_data import COLUMNS, COUNTERS, NOT_RECEIVING_AFTER, Outcome, Prompt, Receipt, Subscription, by_device
+from ._push_wire import (
+    MAX_ACTIONS,
+    PAYLOAD_MAX,
+    VAPID_FILE,
+    PushRefused,
+    b64url,
+    b64url_decode,
+    build_payload,
+    check_endpoint,
+    check_keys,
+    default_subject,
+    encrypt,
+    load_or_create_vapid,
+    public_key,
+    vapid_authorization,
+)
+from .notify import Notification, Notifier
+
+__all__ = [
+    "BACKOFF_S",
+    "CONCURRENCY",
+    "MAX_ACTIONS",
+    "MAX_RECEIPTS",
+    "NOT_RECEIVING_AFTER",
+    "OFFLOAD_AT",
+    "PAYLOAD_MAX",
+    "SEEN_S",
+    "TIMEOUT",
+    "VAPID_FILE",
+    "Outcome",
+    "PushRefused",
+    "Pusher",
+    "Receipt",
+    "Subscription",
+    "b64url",
+    "b64url_decode",
+    "check_endpoint",
+    "check_keys",
+    "default_subject",
+    "load_or_create_vapid",
+    "public_key",
+]
 
 log = logging.getLogger("panewatch.sinks.push")
 
-VAPID_FILE = "vapid.pem"
-#: A device whose last this many pushes got no receipt is "not receiving" (an alarm, not a mystery).
-NOT_RECEIVING_AFTER = 3
 #: A device that showed a session in a focused, visible page this recently is not pushed about it.
 SEEN_S = 5.0
 #: Retries of a push that failed for a reason that may pass (5xx, 429, the network), and their waits.
@@ -60,170 +90,8 @@ CONCURRENCY = 16
 TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 #: With more subscriptions than this in one fan-out, encryption runs in a thread (off the loop).
 OFFLOAD_AT = 8
-#: Receipts remembered (the oldest go first), and the payload budget of one push (RFC 8291: a
-#: push service takes 4096 bytes of body, of which aes128gcm's header and tag take 103).
+#: Receipts remembered (the oldest go first).
 MAX_RECEIPTS = 10_000
-PAYLOAD_MAX = 3800
-#: Prompts with at most this many options carry them as notification actions.
-MAX_ACTIONS = 2
-
-
-class PushRefused(ValueError):
-    """A subscription the server will not push to; the message says why (a 422 for the API)."""
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def b64url_decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-# -- VAPID ---------------------------------------------------------------------------------------
-
-
-def load_or_create_vapid(state_dir: Path) -> Any:
-    """The server's VAPID key (``py_vapid.Vapid``): made once, kept 0600 in the state folder, so
-    that subscriptions survive restarts (a browser's subscription is bound to this public key)."""
-    path = Path(state_dir) / VAPID_FILE
-    if path.exists():
-        return Vapid.from_file(str(path))
-    vapid = Vapid()
-    vapid.generate_keys()
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(vapid.private_pem())
-    os.replace(tmp, path)
-    return vapid
-
-
-def public_key(vapid: Any) -> str:
-    """The applicationServerKey a browser subscribes with: the uncompressed P-256 point, base64url."""
-    raw: bytes = vapid.public_key.public_bytes(
-        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
-    )
-    return b64url(raw)
-
-
-# -- subscriptions -------------------------------------------------------------------------------
-
-
-def check_endpoint(endpoint: str, allow_loopback: bool) -> str:
-    """An endpoint the server may POST to: ``https:``, or ``http:`` on loopback when allowed."""
-    if len(endpoint) > 2048:
-        raise PushRefused("endpoint longer than 2048 characters")
-    try:
-        parts = urlsplit(endpoint)
-        host = parts.hostname or ""
-    except ValueError as exc:
-        raise PushRefused(f"endpoint is not a URL: {exc}") from None
-    if not host:
-        raise PushRefused("endpoint has no host")
-    if parts.scheme == "https":
-        return endpoint
-    if parts.scheme == "http":
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if loopback and allow_loopback:
-            return endpoint
-        if loopback:
-            raise PushRefused("a loopback http: endpoint needs push_allow_loopback (--push-allow-loopback)")
-    raise PushRefused("endpoint must be an https: URL (push services are)")
-
-
-def check_keys(p256dh: str, auth: str) -> None:
-    """The browser's keys: a P-256 public point (65 bytes, uncompressed) and a 16-byte secret."""
-    try:
-        point, secret = b64url_decode(p256dh), b64url_decode(auth)
-    except (ValueError, TypeError):
-        raise PushRefused("keys.p256dh and keys.auth must be base64url") from None
-    if len(point) != 65 or point[0] != 4:
-        raise PushRefused("keys.p256dh must be an uncompressed P-256 point (65 bytes)")
-    if len(secret) != 16:
-        raise PushRefused("keys.auth must be 16 bytes")
-    try:
-        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
-    except ValueError:
-        raise PushRefused("keys.p256dh is not a point on P-256") from None
-
-
-@dataclass
-class Subscription:
-    id: str
-    device: str  # Who.id of the subscriber: a device id, "login-…" or "token"
-    name: str
-    endpoint: str
-    p256dh: str
-    auth: str
-    created: float
-    last_sent: float | None = None
-    last_receipt: float | None = None
-    unacked: int = 0  # pushes sent since the last receipt
-    sent: int = 0
-    failed: int = 0
-
-    @property
-    def receiving(self) -> bool:
-        return self.unacked < NOT_RECEIVING_AFTER
-
-    def as_dict(self) -> dict[str, Any]:
-        parts = urlsplit(self.endpoint)
-        return {
-            "id": self.id,
-            "device": self.device,
-            "name": self.name,
-            "push_service": f"{parts.scheme}://{parts.netloc}",  # the endpoint's path is a secret
-            "created": self.created,
-            "last_sent": self.last_sent,
-            "last_receipt": self.last_receipt,
-            "without_receipt": self.unacked,
-            "receiving": self.receiving,
-            "sent": self.sent,
-            "failed": self.failed,
-        }
-
-
-_COLUMNS = ("id", "device", "name", "endpoint", "p256dh", "auth", "created")
-_COUNTERS = ("last_sent", "last_receipt", "unacked", "sent", "failed")
-
-
-@dataclass
-class Receipt:
-    id: str
-    subscription: str
-    device: str
-    session: str
-    prompt: str | None
-    sent_at: float
-    shown_at: float | None = None
-    acted_at: float | None = None
-    shown: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass
-class Outcome:
-    """What happened to one push: ``ok``, the push service's status, and the step that failed."""
-
-    ok: bool
-    status: int | None = None
-    detail: str = ""
-    gone: bool = False  # the push service said the subscription no longer exists (404/410)
-
-
-@dataclass
-class _Prompt:
-    """One prompt's pushes, until a receipt or until its escalation chain ran out."""
-
-    note: Notification
-    prompt: str | None
-    receipts: set[str]
-    step: int = 0
-    acknowledged: bool = False
-    timer: Timer | None = None
 
 
 class Pusher:
@@ -255,7 +123,7 @@ class Pusher:
         self.public_key = public_key(vapid)
         self._subs: dict[str, Subscription] = {}
         self._receipts: OrderedDict[str, Receipt] = OrderedDict()
-        self._prompts: dict[str, _Prompt] = {}
+        self._prompts: dict[str, Prompt] = {}
         self._seen: dict[tuple[str, str], float] = {}  # (device, session) -> clock time
         self._vapid_headers: dict[str, tuple[str, float]] = {}  # audience -> (Authorization, exp)
         self._client: httpx.AsyncClient | None = None
@@ -266,7 +134,7 @@ class Pusher:
         #: whether a device may see a session (a session restricted to other users is not pushed to it)
         self.may_see: Callable[[str, str], bool] = lambda device, session: True
         if db is not None:
-            names = ", ".join(_COLUMNS + _COUNTERS)
+            names = ", ".join(COLUMNS + COUNTERS)
             for row in db.execute(f"SELECT {names} FROM push_subscriptions ORDER BY created"):
                 sub = Subscription(*row)
                 self._subs[sub.id] = sub
@@ -290,9 +158,9 @@ class Pusher:
         sub = Subscription(secrets.token_hex(8), device, name, endpoint, p256dh, auth, self.wall())
         self._subs[sub.id] = sub
         if self.db is not None:
-            marks = ", ".join("?" for _ in _COLUMNS)
-            values = tuple(getattr(sub, c) for c in _COLUMNS)
-            self.db.execute(f"INSERT INTO push_subscriptions ({', '.join(_COLUMNS)}) VALUES ({marks})", values)
+            marks = ", ".join("?" for _ in COLUMNS)
+            values = tuple(getattr(sub, c) for c in COLUMNS)
+            self.db.execute(f"INSERT INTO push_subscriptions ({', '.join(COLUMNS)}) VALUES ({marks})", values)
         log.info("push subscription %s for %s (%s) at %s", sub.id, device, name, sub.as_dict()["push_service"])
         return sub
 
@@ -316,9 +184,9 @@ class Pusher:
 
     def _save(self, sub: Subscription) -> None:
         if self.db is not None:
-            sets = ", ".join(f"{c} = ?" for c in _COUNTERS)
+            sets = ", ".join(f"{c} = ?" for c in COUNTERS)
             self.db.execute(
-                f"UPDATE push_subscriptions SET {sets} WHERE id = ?", (*(getattr(sub, c) for c in _COUNTERS), sub.id)
+                f"UPDATE push_subscriptions SET {sets} WHERE id = ?", (*(getattr(sub, c) for c in COUNTERS), sub.id)
             )
 
     # -- what the pages say ----------------------------------------------------------------
@@ -371,7 +239,7 @@ class Pusher:
             targets.append(sub)
         self.counts["suppressed"] += suppressed
         key = prompt_id or f"{note.session}:{note.at}"
-        tracked = _Prompt(note, prompt_id, set(), acknowledged=suppressed > 0)  # seen on a screen: acknowledged
+        tracked = Prompt(note, prompt_id, set(), acknowledged=suppressed > 0)  # seen on a screen: acknowledged
         if note.kind == "state" and note.state == "blocked":
             old = self._prompts.pop(key, None)
             if old is not None and old.timer is not None:
@@ -385,56 +253,11 @@ class Pusher:
     def payload(
         self, note: Notification, prompt: Mapping[str, Any] | None, receipt: str, *, test: bool = False
     ) -> bytes:
-        """The JSON a service worker gets (encrypted): what to show, the answers it may offer as
-        actions (a prompt of at most ``MAX_ACTIONS`` options), the prompt id and the receipt id."""
-        options = []
-        for o in (prompt or {}).get("options", [])[:8]:
-            option = {"label": clean(str(o.get("label", "")), 80)}
-            if o.get("option") is not None:
-                option["option"] = o["option"]
-            elif o.get("keys"):
-                option["keys"] = str(o["keys"])[:40]
-            options.append(option)
-        actions = (
-            [{"action": str(i), "title": o["label"][:40]} for i, o in enumerate(options)]
-            if 0 < len(options) <= MAX_ACTIONS
-            else []
-        )
-        data: dict[str, Any] = {
-            "v": 1,
-            "kind": "test" if test else note.kind,
-            "session": note.session,
-            "name": note.name,
-            "agent": note.agent,
-            "state": note.state,
-            "title": note.title,
-            "body": note.body,
-            # what is asked (``asks``); the rule's reason where the pane gave no question
-            "request": {"question": note.question or note.why, "tool": note.tool, "subject": note.subject},
-            "options": options,
-            "actions": actions,
-            "prompt_id": (prompt or {}).get("id"),
-            "receipt_id": receipt,
-            "url": f"/?session={note.session}",
-            "at": note.at,
-            # the follow-up an answer from the notification shows (wording: messages.toml [answer])
-            "replies": {k: v.replace("{name}", note.name) for k, v in self.notifier.messages.get("answer", {}).items()},
-        }
-        raw = json.dumps(data, ensure_ascii=False).encode()
-        while len(raw) > PAYLOAD_MAX and (
-            data["options"] or len(data["body"]) > 40 or len(data["request"]["subject"]) > 40
-        ):
-            if data["options"]:
-                data["options"], data["actions"] = data["options"][:-1], []
-            elif len(data["request"]["subject"]) > 40:
-                data["request"]["subject"] = data["request"]["subject"][: len(data["request"]["subject"]) // 2] + "…"
-            else:
-                data["body"] = data["body"][: len(data["body"]) // 2] + "…"
-            raw = json.dumps(data, ensure_ascii=False).encode()
-        return raw
+        """The JSON a service worker gets (encrypted), with this server's wording for the replies."""
+        return build_payload(note, prompt, receipt, self.notifier.messages.get("answer", {}), test=test)
 
     async def _fan_out(
-        self, note: Notification, prompt: Mapping[str, Any] | None, targets: list[Subscription], tracked: _Prompt
+        self, note: Notification, prompt: Mapping[str, Any] | None, targets: list[Subscription], tracked: Prompt
     ) -> None:
         offload = len(targets) > OFFLOAD_AT
         await asyncio.gather(*(self._push(sub, note, prompt, tracked, offload) for sub in targets))
@@ -444,7 +267,7 @@ class Pusher:
         sub: Subscription,
         note: Notification,
         prompt: Mapping[str, Any] | None,
-        tracked: _Prompt | None,
+        tracked: Prompt | None,
         offload: bool,
         *,
         test: bool = False,
@@ -468,38 +291,18 @@ class Pusher:
         while len(self._receipts) > MAX_RECEIPTS:
             self._receipts.popitem(last=False)
 
-    def _encrypt(self, sub: Subscription, body: bytes) -> bytes:
-        """RFC 8291 ``aes128gcm``: http_ece encrypts to the browser's key with an ephemeral key of
-        ours (cryptography makes it), one record, the sender's key in the header (as pywebpush
-        does, without its requests/aiohttp import, which cost seconds before the first push)."""
-        encrypted: bytes = http_ece.encrypt(
-            body,
-            private_key=ec.generate_private_key(ec.SECP256R1()),
-            dh=b64url_decode(sub.p256dh),
-            auth_secret=b64url_decode(sub.auth),
-            version="aes128gcm",
-        )
-        return encrypted
-
     def _authorization(self, endpoint: str) -> str:
-        """The VAPID ``Authorization`` header for the endpoint's push service (signed once per
-        audience and kept until an hour before it expires)."""
-        parts = urlsplit(endpoint)
-        audience = f"{parts.scheme}://{parts.netloc}"
-        now = self.wall()
-        kept = self._vapid_headers.get(audience)
-        if kept is not None and kept[1] - now > 3600:
-            return kept[0]
-        exp = int(now) + 12 * 3600
-        header: str = self.vapid.sign({"aud": audience, "exp": exp, "sub": self.subject})["Authorization"]
-        self._vapid_headers[audience] = (header, exp)
-        return header
+        return vapid_authorization(self.vapid, self.subject, endpoint, self.wall(), self._vapid_headers)
 
     async def deliver(self, sub: Subscription, body: bytes, *, offload: bool = False) -> Outcome:
         """One push to one subscription (RFC 8030): encrypted, signed, sent with TTL and
         ``Urgency: high``; retried on 429/5xx/network errors; 404/410 removes the subscription."""
         try:
-            encrypted = await asyncio.to_thread(self._encrypt, sub, body) if offload else self._encrypt(sub, body)
+            encrypted = (
+                await asyncio.to_thread(encrypt, sub.p256dh, sub.auth, body)
+                if offload
+                else encrypt(sub.p256dh, sub.auth, body)
+            )
             headers = {
                 "TTL": str(self.ttl_s),
                 "Urgency": "high",
@@ -655,20 +458,7 @@ class Pusher:
 
     # -- figures and lifecycle -------------------------------------------------------------
     def by_device(self) -> list[dict[str, Any]]:
-        """Per device: last sent, last receipt, pushes without receipt, receiving or not."""
-        devices: dict[str, dict[str, Any]] = {}
-        for sub in self._subs.values():
-            d = devices.setdefault(
-                sub.device,
-                {"device": sub.device, "name": sub.name, "last_sent": None, "last_receipt": None, "without_receipt": 0},
-            )
-            for key, value in (("last_sent", sub.last_sent), ("last_receipt", sub.last_receipt)):
-                if value is not None and (d[key] is None or value > d[key]):
-                    d[key] = value
-            d["without_receipt"] += sub.unacked
-        for d in devices.values():
-            d["receiving"] = d["without_receipt"] < NOT_RECEIVING_AFTER
-        return list(devices.values())
+        return by_device(self._subs.values())
 
     async def drain(self) -> None:
         """Wait for the pushes under way (tests; a clean stop)."""
@@ -681,12 +471,3 @@ class Pusher:
         await self._tasks.cancel()
         if self._client is not None:
             await self._client.aclose()
-
-
-def default_subject(public_url: str | None) -> str:
-    """``public_url`` when it is https (a URL the push services accept as a contact), else a
-    mailto: on localhost, which works with Chrome's and Firefox's services — not Apple's."""
-    if public_url and public_url.startswith("https://"):
-        parts = urlsplit(public_url)
-        return f"https://{parts.netloc}"
-    return "mailto:panewatch@localhost"
