@@ -2,7 +2,7 @@
 
 An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
 overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
-file of its own) and reads the agent's own
+file of its own; Cline: an overlay ``CLINE_DIR``) and reads the agent's own
 reports (hook payloads) into a :class:`~panewatch.panes.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
@@ -16,6 +16,7 @@ from typing import Any
 from ..panes.signals import Report
 from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
+from .cline import ClineIntegration
 from .codex import CodexIntegration
 from .gemini import GeminiIntegration
 from .qwen import QwenIntegration
@@ -25,6 +26,7 @@ INTEGRATIONS: dict[str, Integration] = {
     "codex": CodexIntegration(),
     "gemini": GeminiIntegration(),
     "qwen": QwenIntegration(),
+    "cline": ClineIntegration(),
 }
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's
