@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from panewatch.access.report_socket import REPORT_COMMAND
+from panewatch.access.validation import clean_report
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked
 from panewatch.integrations.cline import CLINE_EVENTS, hook_event, overlay_dir, runner
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
@@ -27,9 +28,10 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hooks" / "clin
 
 
 def _payloads() -> list[dict[str, object]]:
+    """The payloads as the service takes them (nested values dropped: ``clean_report``)."""
     files = sorted(FIXTURES.glob("*.json"))
     assert files, "no captured Cline payloads"
-    return [json.loads(f.read_text()) for f in files]
+    return [clean_report(json.loads(f.read_text())) for f in files]
 
 
 def test_cline_payloads_read_as_the_state_they_mean() -> None:
@@ -37,14 +39,14 @@ def test_cline_payloads_read_as_the_state_they_mean() -> None:
     got = []
     for n, payload in enumerate(_payloads()):
         report = cline.interpret(payload, float(n), memo)
-        got.append(None if report is None else (report.event, report.state, report.detail))
+        got.append(None if report is None else (report.event, report.state))
     assert got == [
-        ("TaskStart", State.working, "TaskStart"),
-        ("PreToolUse", State.working, "PreToolUse run_commands"),
-        ("PostToolUse", State.working, "PostToolUse run_commands"),
-        ("TaskComplete", State.idle, "TaskComplete"),
-        ("TaskStart", State.working, "TaskStart"),
-        ("SessionShutdown", State.idle, "SessionShutdown"),  # Esc mid-turn
+        ("TaskStart", State.working),
+        ("PreToolUse", State.working),
+        ("PostToolUse", State.working),
+        ("TaskComplete", State.idle),
+        ("TaskStart", State.working),
+        ("SessionShutdown", State.idle),  # Esc mid-turn
     ]
 
 

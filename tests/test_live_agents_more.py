@@ -6,7 +6,7 @@ One run per agent (their CI cost kept small: these are slow starters): launched 
 thinks, ``blocked`` while its shell command waits (``/send`` refused), and after a confirmed
 ``/answer`` the command must have run and the pane be ``idle`` again. The mock's JSON-lines log is
 the ground truth for what the model was doing. Where the agent has hooks the service adds at launch
-(Qwen Code, Cline), the hooks' reports must arrive too (in ``/explain``'s ``signals.report`` at each
+(Qwen Code, Cline, opencode's plugin), the hooks' reports must arrive too (in ``/explain``'s ``signals.report`` at each
 step), and nothing may land in the user's own files.
 """
 
@@ -39,6 +39,14 @@ AGENTS: dict[str, dict[str, Any]] = {
         "blocked_rule": "permission_request",
         "asked": "Permission required",
         "answer": {"keys": "\r"},
+        "hooks": (
+            {"chat.message", "tool.execute.before", "permission.replied"},
+            {"permission.asked"},
+            {"session.idle"},
+        ),
+        "reported": {"working": {"chat.message"}, "blocked": {"permission.asked"}, "idle": {"session.idle"}},
+        # the plugin's permission.asked names the command: the request is the structured one
+        "request": {"source": "hook", "tool": "bash", "subject": "touch x.txt", "disagrees": None},
     },
     "qwen": {
         "ready": "Type your message",
@@ -202,6 +210,9 @@ async def _drive(
     info = await live.wait_state(sid, "blocked", 15)
     assert info["source"] in {"screen", "hook"}, info
     await reported(live, sid, facts, "blocked")
+    if "request" in facts:
+        request = (await live.http.get(f"/api/sessions/{sid}")).json()["request"]
+        assert {k: request[k] for k in facts["request"]} == facts["request"], (request, [r.payload for r in reports])
     explain = (await live.http.get(f"/api/sessions/{sid}/explain")).json()
     assert explain["screen_verdict"]["rule"] == facts["blocked_rule"], explain["screen_verdict"]
     r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "hello"})

@@ -2,7 +2,8 @@
 
 An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
 overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
-file of its own; Cline: an overlay ``CLINE_DIR``) and reads the agent's own
+file of its own; Cline: an overlay ``CLINE_DIR``;
+opencode: a plugin in ``OPENCODE_CONFIG_CONTENT``) and reads the agent's own
 reports (hook payloads) into a :class:`~panewatch.panes.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
@@ -19,6 +20,7 @@ from .claude import ClaudeIntegration
 from .cline import ClineIntegration
 from .codex import CodexIntegration
 from .gemini import GeminiIntegration
+from .opencode import OpencodeIntegration
 from .qwen import QwenIntegration
 
 INTEGRATIONS: dict[str, Integration] = {
@@ -27,6 +29,7 @@ INTEGRATIONS: dict[str, Integration] = {
     "gemini": GeminiIntegration(),
     "qwen": QwenIntegration(),
     "cline": ClineIntegration(),
+    "opencode": OpencodeIntegration(),
 }
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's

@@ -191,7 +191,6 @@ class ClineIntegration:
         state = CLINE_EVENTS.get(event)
         if state is None or payload.get("parent_agent_id"):
             return None  # a subagent's event says nothing about the pane's own prompt
-        call = payload.get("tool_call") or payload.get("tool_result")
-        tool = call.get("name") if isinstance(call, Mapping) else None
-        detail = f"{event} {tool}" if isinstance(tool, str) and tool else event
-        return Report(state, event, now, detail[:200])
+        # the tool's name and input are nested (tool_call, preToolUse), which the service drops
+        # from every report (access.validation.clean_report): the event is all there is
+        return Report(state, event, now, event)
