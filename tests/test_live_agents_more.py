@@ -6,7 +6,7 @@ One run per agent (their CI cost kept small: these are slow starters): launched 
 thinks, ``blocked`` while its shell command waits (``/send`` refused), and after a confirmed
 ``/answer`` the command must have run and the pane be ``idle`` again. The mock's JSON-lines log is
 the ground truth for what the model was doing. Where the agent has hooks the service adds at launch
-(Qwen Code, Cline, opencode's plugin), the hooks' reports must arrive too (in ``/explain``'s ``signals.report`` at each
+(Qwen Code, Cline, opencode's plugin, Copilot CLI), the hooks' reports must arrive too (in ``/explain``'s ``signals.report`` at each
 step), and nothing may land in the user's own files.
 """
 
@@ -63,6 +63,9 @@ AGENTS: dict[str, dict[str, Any]] = {
         "blocked_rule": "question_box",
         "asked": "Do you want to run this command",
         "answer": {"keys": "\r"},
+        "hooks": ({"userPromptSubmitted", "preToolUse", "postToolUse"}, {"permissionRequest"}, {"agentStop"}),
+        "reported": {"working": {"userPromptSubmitted"}, "blocked": {"permissionRequest"}, "idle": {"agentStop"}},
+        "request": {"source": "hook", "tool": "bash", "subject": "touch x.txt", "disagrees": None},
     },
     "continue": {
         "ready": "Ask anything, @ for context",
