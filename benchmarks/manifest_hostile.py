@@ -16,7 +16,7 @@ import statistics
 import time
 
 from panewatch.fixtures import default_root, find_folders, load_folder
-from panewatch import manifest as manifest_mod
+from panewatch.manifest import _regions
 from panewatch.manifest import HORIZONTAL_RULE, CompiledManifest, CompiledRule, ManifestStore, bundled_manifest_dir
 from panewatch.screen import Screen
 
@@ -75,19 +75,19 @@ def main() -> None:
     print(f"hostile screens: {ROWS} rows x {COLS} columns ({ROWS * COLS:,} cells); best of 3 per screen, CPU ms; fixtures = median over the real captures")
     print(f"{'manifest':10} {'fixtures re':>12} {'fixtures RE2':>13} {'hostile re':>11} {'hostile RE2':>12}"
           "  slowest screen (RE2)")
-    new_rule = manifest_mod._horizontal_rule
+    new_rule = _regions._horizontal_rule
     for agent in store.agents():
         manifest = store.get(agent)
         base = statistics.median(_time(manifest, lines, 1) for lines in fixtures)
         worst_name, worst = max(((name, _time(manifest, lines)) for name, lines in HOSTILE.items()),
                                 key=lambda x: x[1])
         old = _on_python_re(manifest)
-        manifest_mod._horizontal_rule = lambda: HORIZONTAL_RULE  # the region finder on re, as before
+        _regions._horizontal_rule = lambda: HORIZONTAL_RULE  # the region finder on re, as before
         try:
             base_re = statistics.median(_time(old, lines, 1) for lines in fixtures)
             worst_re = max(_time(old, lines, 1) for lines in HOSTILE.values())
         finally:
-            manifest_mod._horizontal_rule = new_rule
+            _regions._horizontal_rule = new_rule
         flag = "" if worst < 30 else "  OVER 30 ms"
         print(f"{agent:10} {base_re:12.3f} {base:13.3f} {worst_re:11.1f} {worst:12.1f}  {worst_name}{flag}")
 

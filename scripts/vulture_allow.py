@@ -151,3 +151,10 @@ _absolute  # policy.PolicyRule: folder
 _unique_ids  # policy.PolicyFile
 policy_status  # api.routes_policy: GET /api/policy
 decisions  # api.routes_policy.PolicyStatus
+
+# people and roles: FastAPI routes, called by the framework
+list_users  # api.routes_users: GET /api/users
+add_user  # api.routes_users: POST /api/users
+remove_user  # api.routes_users: DELETE /api/users/{name}
+session_users  # api.routes_users: GET /api/sessions/{sid}/users
+restrict_session  # api.routes_users: PUT /api/sessions/{sid}/users

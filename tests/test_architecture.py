@@ -20,10 +20,7 @@ MODULE_LINES, FUNCTION_LINES = 500, 60
 #: Over the module budget until issue 26's item 7 splits them (each must really be over it).
 NOT_YET_SPLIT = {
     "panewatch.hosts.tmux",
-    "panewatch.manifest",
-    "panewatch.screen",
     "panewatch.acp.client",
-    "panewatch.api.routes_terminal",
     "panewatch.sinks.push",  # came over the budget from #28 (Web Push) before this rule covered it
 }
 #: What reaches into the engine's objects instead of asking the contract.

@@ -200,7 +200,7 @@ def test_the_structured_request_wins_and_a_disagreeing_screen_is_said() -> None:
     assert (disagreed.source, disagreed.subject) == ("hook", "touch x.txt")
     assert disagreed.disagrees == "the screen reads command 'rm -rf /'"
     assert merged(None, screen) is screen and merged(hook, None) is hook
-    bare = Request("Tool Confirm Shell Command requires execution", "hook")  # Gemini's ToolPermission
+    bare = Request("Tool Confirm Shell Command requires execution", "hook")  # a ToolPermission without details
     shown = merged(bare, screen)
     assert (shown.source, shown.question, shown.tool, shown.subject) == (
         "screen",  # what is shown is the screen's reading: never a structured request for the policy

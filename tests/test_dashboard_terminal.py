@@ -177,6 +177,23 @@ def test_paste_goes_in_as_bracketed_paste_when_the_shell_asked_for_it(page, serv
     wait_for_line(page, sid, "^pasted-two$")
 
 
+def test_keys_typed_while_the_terminal_connects_are_sent_once_it_is_up(page, server: Server) -> None:
+    """A terminal opened and typed into at once (a slow connection, a loaded machine) loses no
+    key: its channel is held back here until the keys are typed, then let through."""
+    sid = new_shell(server, "typist")
+    wait_for_line(page, sid, r"^sh\$")
+    held: list = []
+    page.route_web_socket(re.compile(r"/ws/sessions/[^/]+/term"), lambda ws: held.append(ws))  # not connected yet
+    page.reload()
+    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+    page.wait_for_function("id => window.panewatch.cards.get(id)?.term", arg=sid)
+    type_in(page, sid, "echo typed-ahead")
+    page.keyboard.press("Enter")
+    assert len(held) == 1 and not any("typed-ahead" in row for row in server.screen(sid))
+    held[0].connect_to_server()
+    wait_for_line(page, sid, "^typed-ahead$")
+
+
 def test_claude_like_agent_interrupted_with_esc_and_dialog_driven_by_arrows(page, server: Server) -> None:
     sid = server.create(tui_agent(work=0.5), name="tui")["id"]
     card = card_of(page, sid)
@@ -324,10 +341,23 @@ def test_scrollback_reaches_line_one_also_after_a_reload(browser, server: Server
             # once loaded: the terminal scrolls to the bottom when the history and repaint are
             # parsed ("ready"), which after a reload can come after the wheel and undo it
             page.wait_for_function("id => window.panewatch.cards.get(id)?.term.loaded === true", arg=sid)
-            screen.hover()
             bottom = viewport_y()
-            page.mouse.wheel(0, -300)  # the wheel scrolls back a few lines at a time
-            page.wait_for_function("([id, y]) => window.panewatch.cards.get(id)?.term.viewportY < y", arg=[sid, bottom])
+            # the wheel scrolls back a few lines at a time, where the mouse is: after a reload the
+            # page may still be laying the card out (fonts, the fit) when the first one comes, so
+            # it is sent again, over where the terminal is then, until the view moves
+            for _ in range(30):
+                screen.hover()
+                page.mouse.wheel(0, -300)
+                try:
+                    page.wait_for_function(
+                        "([id, y]) => window.panewatch.cards.get(id)?.term.viewportY < y",
+                        arg=[sid, bottom],
+                        timeout=2_000,
+                    )
+                    break
+                except sync_api.TimeoutError:
+                    continue
+            assert viewport_y() < bottom, "the wheel never scrolled the terminal back"
             screen.click()
             for _ in range(200):  # Shift+PageUp a page at a time, as in xterm
                 page.keyboard.press("Shift+PageUp")

@@ -1,5 +1,5 @@
-"""The terminal channel's pure parts (the repaint, the history ring, the modes read from the
-output), the server's prompt on real captures as the dashboard offers it, and the check that
+"""The terminal channel's pure parts (the repaint with the modes the screen has set, the
+history ring), the server's prompt on real captures as the dashboard offers it, and the check that
 an answer made the program react (not just echo)."""
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from panewatch.api.routes_terminal import History, PaneTerm, repaint
 from panewatch.engine._guard import prompt_reacted
+from panewatch.engine._repaint import MODES, repaint
+from panewatch.engine._terminal import History
+from panewatch.engine.models import Cursor, ScreenView, Size
 from panewatch.panes.prompts import read_prompt
 from panewatch.screen import Screen
+from panewatch.states import Source, State
 
 pytestmark = pytest.mark.unit
 
@@ -60,13 +63,25 @@ def test_numbered_lines_above_a_menu_are_not_its_options() -> None:
     assert read_prompt([" 2. a second without a first"]).kind == "text"
 
 
-def view_of(screen: Screen) -> dict:
+def view_of(screen: Screen) -> ScreenView:
     c = screen.cursor
-    return {
-        "rows": screen.lines(),
-        "styles": screen.styles(),
-        "cursor": {"row": c.row, "col": c.col, "hidden": c.hidden},
-    }
+    return ScreenView(
+        rows=screen.lines(),
+        styles=screen.styles(),
+        cursor=Cursor(row=c.row, col=c.col, hidden=c.hidden),
+        size=Size(rows=screen.rows, cols=screen.cols),
+        state=State.idle,
+        rule=None,
+        source=Source.screen,
+        title="",
+        prompt=None,
+        request=None,
+    )
+
+
+def modes(screen: Screen) -> dict[int, bool]:
+    """The modes as the channel reads them from a session's screen."""
+    return {m: screen.mode(m) for m in MODES}
 
 
 def test_repaint_draws_the_same_screen_colours_cursor_and_modes() -> None:
@@ -75,14 +90,13 @@ def test_repaint_draws_the_same_screen_colours_cursor_and_modes() -> None:
         b"\x1b[38;5;208mcolour208\x1b[0m \xe5\xae\xbd wide\x1b[?20"
     )
     rest = b"04h\x1b[?1h\x1b[4;7H"  # a mode split between two reads
-    src, pane = Screen(10, 40), PaneTerm(limit=1 << 20)
+    src = Screen(10, 40)
     for chunk in (output, rest):
         src.feed(chunk)
-        pane.output(chunk)
-    assert pane.modes == {2004: True, 1: True} and not pane.alternate
+    assert {m for m, on in modes(src).items() if on} == {2004, 1} and not src.alternate
     copy = Screen(10, 40)
     copy.feed(b"old junk that the repaint erases\r\n" * 3)
-    copy.feed(repaint(view_of(src), pane.modes, pane.alternate))
+    copy.feed(repaint(view_of(src), modes(src), src.alternate))
     assert copy.lines() == src.lines()
     assert copy.styles() == src.styles()
     assert (copy.cursor.row, copy.cursor.col, copy.cursor.hidden) == (3, 6, False)
@@ -90,14 +104,14 @@ def test_repaint_draws_the_same_screen_colours_cursor_and_modes() -> None:
 
 
 def test_repaint_of_a_full_screen_program_is_on_the_alternate_screen() -> None:
-    src, pane = Screen(5, 20), PaneTerm(limit=1 << 20)
-    for chunk in (b"shell line\r\n", b"\x1b[?1049h\x1b[H\x1b[?25lfull screen"):
+    src = Screen(5, 20)
+    for chunk in (b"shell line\r\n", b"\x1b[?1049h\x1b[H\x1b[?1002h\x1b[?1006h\x1b[?25lfull screen"):
         src.feed(chunk)
-        pane.output(chunk)
-    assert pane.alternate
+    assert src.alternate
     copy = Screen(5, 20)
-    copy.feed(repaint(view_of(src), pane.modes, pane.alternate))
+    copy.feed(repaint(view_of(src), modes(src), src.alternate))
     assert copy.alternate and copy.lines()[0] == "full screen" and copy.cursor.hidden
+    assert copy.mode(1002) and copy.mode(1006) and not copy.mode(1000)  # mouse reports as the pane
 
 
 def test_history_keeps_the_newest_bytes_from_a_line_start() -> None:

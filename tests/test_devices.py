@@ -45,7 +45,8 @@ async def test_a_paired_device_acts_as_itself_until_revoked(api):
     device, credential = await pair(api)
     r = await api.get("/api/devices", headers=bearer(credential))
     assert r.status_code == 200
-    assert r.json()["you"] == {"kind": "device", "id": device, "name": "phone"}
+    # paired without a user: the default user's, an owner (what every device was before users)
+    assert r.json()["you"] == {"kind": "device", "id": device, "name": "phone", "user": "default", "role": "owner"}
     (listed,) = r.json()["devices"]
     assert listed["id"] == device and listed["last_seen"] is not None and listed["revoked"] is None
     assert (await api.get("/api/devices", headers=bearer(TOKEN))).json()["you"]["kind"] == "token"
@@ -143,5 +144,5 @@ async def test_writes_say_who_made_them(api, caplog):
     await api.post("/api/push/test", headers=bearer(credential), json={})
     lines = [r for r in caplog.records if r.getMessage().startswith("POST ")]
     (line,) = lines
-    assert line.getMessage() == f"POST /api/push/test by device {device} (phone)"
-    assert line.actor == {"kind": "device", "id": device, "name": "phone"}
+    assert line.getMessage() == f"POST /api/push/test by device {device} (phone) of default"
+    assert line.actor == {"kind": "device", "id": device, "name": "phone", "user": "default", "role": "owner"}

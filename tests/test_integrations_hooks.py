@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from panewatch.access.report_socket import REPORT_COMMAND
+from panewatch.access.validation import clean_report
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked, read_report
 from panewatch.integrations.codex import CODEX_EVENTS, codex_overrides, event_label, trusted_hash
 from panewatch.integrations.gemini import GEMINI_EVENTS, GeminiIntegration, overlay_home, with_hooks
@@ -241,3 +242,27 @@ def test_claude_hooks_are_native_http_only_without_curl_on_a_checked_version(
         ]
         == "command"
     )
+
+
+def test_geminis_tool_permission_names_the_command_or_file_its_confirmation_shows() -> None:
+    """The ToolPermission notification's ``details`` are the confirmation's own (0.61.0:
+    ``toSerializableDetails``): the command, or the file made relative to ``cwd`` as the box shows
+    it; the approval policy acts only on such a request (and only when the screen agrees)."""
+    base = {"hook_event_name": "Notification", "notification_type": "ToolPermission", "cwd": "/work/p"}
+
+    def asked(details: dict[str, object]) -> tuple[object, ...]:
+        payload = clean_report({**base, "message": "Tool requires confirmation", "details": details})
+        report = INTEGRATIONS["gemini"].interpret(payload, 1.0, {})
+        assert report is not None and report.state == State.blocked and report.request is not None
+        r = report.request
+        return (r.source, r.tool, r.subject_kind, r.subject)
+
+    shell = {"type": "exec", "title": "Confirm Shell Command", "command": "touch notes.txt", "rootCommand": "touch"}
+    assert asked(shell) == ("hook", "run_shell_command", "command", "touch notes.txt")
+    write = {"type": "edit", "title": "Confirm Write: x.txt", "fileName": "x.txt", "filePath": "/work/p/src/x.txt"}
+    assert asked(write) == ("hook", "write_file", "path", "src/x.txt")
+    edit = {**write, "title": "Confirm Edit: x.txt", "filePath": "/elsewhere/x.txt"}
+    assert asked(edit) == ("hook", "replace", "path", "/elsewhere/x.txt")  # outside cwd: kept whole
+    assert asked({"type": "mcp", "title": "Confirm MCP", "serverName": "s"}) == ("hook", None, None, None)
+    nested = clean_report({**base, "details": {"type": "exec", "command": "ls", "deep": {"x": "dropped"}}})
+    assert nested["details"] == {"type": "exec", "command": "ls"}

@@ -273,20 +273,18 @@ def test_a_broken_write_is_logged_and_the_engine_goes_on(tmp_path: Path, caplog)
     assert "could not write the ledger row" in caplog.text
 
 
-def test_the_policy_event_maps_to_a_row_when_it_lands(tmp_path: Path):
-    """``PolicyDecided`` (the policy's engineer adds it) is mapped by its type, ``policy``."""
+def test_a_policy_decision_is_a_row_and_one_that_did_not_act_says_what_it_would_have_done(tmp_path: Path):
+    from panewatch.engine.events import PolicyDecided
+
     registry, book = filled(tmp_path, rows=0)
-
-    class PolicyDecided:  # the fields the policy's event has
-        type = "policy"
-        session, rule, action, reason, request, at = "s1", "ls is harmless", "allow", "listing files", None, 1.0
-
-    book.on_event(PolicyDecided())  # type: ignore[arg-type]
-    (entry,) = book.page(LedgerQuery()).entries
-    assert (entry.action, entry.actor.kind, entry.rule, entry.reason, entry.detail) == (
-        "policy", "policy", "ls is harmless", "listing files", "allow",
+    book.on_event(PolicyDecided("s1", "ls", "allow", "listing files", None, 1.0))
+    book.on_event(PolicyDecided("s1", "ls", "suggest", "listing files", None, 2.0, would="allow"))
+    first, second = book.page(LedgerQuery()).entries
+    assert (first.action, first.actor.kind, first.rule, first.reason, first.detail) == (
+        "policy", "policy", "ls", "listing files", "allow",
     )  # fmt: skip
-    assert verify(registry.db) == (1, None)
+    assert second.detail == "suggest: the policy would allow this"
+    assert verify(registry.db) == (2, None)
 
 
 def test_a_format_4_registry_gains_the_ledger(tmp_path: Path):

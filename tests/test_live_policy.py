@@ -24,6 +24,13 @@ tool = "Bash"
 subject = '^ls( -[a-zA-Z]+)*$'
 action = "allow"
 reason = "listing files is harmless"
+
+[[rules]]
+id = "touch-txt"
+tool = "Bash"
+subject = '^touch [a-z]+\\.txt$'
+action = "allow"
+reason = "an empty text file in the project is harmless"
 """
 
 #: Two tasks: a listing (asked for: see the settings below), and a list of commands whose first

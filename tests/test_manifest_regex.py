@@ -19,12 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capture_support import CAPTURES_GROUP, every_fixture, replayed
-from panewatch import manifest as manifest_mod
 from panewatch.backends import available
 from panewatch.manifest import (
     CompiledManifest,
     ManifestError,
     ManifestStore,
+    _matching,
+    _regex,
     backtracking_hazard,
     bundled_manifest_dir,
     compile_rule_pattern,
@@ -35,7 +36,7 @@ from panewatch.manifest import (
 # once per capture and backend (capture_support.py)
 pytestmark = [pytest.mark.unit, pytest.mark.xdist_group(CAPTURES_GROUP)]
 
-HAS_RE2 = manifest_mod._re2 is not None
+HAS_RE2 = _regex._re2 is not None
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 FLAGS = re.MULTILINE
 BUNDLED = sorted(
@@ -224,7 +225,7 @@ def test_a_rule_past_its_budget_is_reported(tmp_path, monkeypatch, caplog):
     path = tmp_path / "demo.toml"
     path.write_text(_manifest("esc to interrupt"), encoding="utf-8")
     cm = CompiledManifest.build(parse_manifest(path), path)
-    monkeypatch.setattr(manifest_mod, "RULE_BUDGET_MS", -1.0)  # every rule is "slow" now
+    monkeypatch.setattr(_matching, "RULE_BUDGET_MS", -1.0)  # every rule is "slow" now
     with caplog.at_level(logging.WARNING, logger="panewatch.manifest"):
         verdict = cm.classify(["nothing here"])
     assert verdict.state == "idle"

@@ -294,6 +294,7 @@ async def test_a_byte_perfect_copy_of_claudes_dialog_without_a_hook_is_not_answe
         decided = await _decided(events, sid)
         assert (decided.action, decided.rule) == ("ask", "r-allow") and decided.request.source == "screen"
         assert "not the agent's own" in decided.reason
+        assert decided.as_dict()["would"] == "allow"  # the page says what the rule would have done
         await _quiet(rig)
         assert agent.answers == [] and not any(isinstance(e, Acted) for e in events)
         assert (await rig.engine.get(sid)).state == "blocked"
@@ -310,18 +311,20 @@ async def test_a_hook_naming_another_command_than_the_screen_shows_is_not_answer
 
 
 @pytest.mark.parametrize(
-    ("rules", "action"),
+    ("rules", "action", "would"),
     [
-        ((rule("allow", r"^rm .*$"),), "ask"),
-        ((rule("suggest"),), "suggest"),
-        ((rule("allow", dry_run=True),), "suggest"),
+        ((rule("allow", r"^rm .*$"),), "ask", None),
+        ((rule("suggest"),), "suggest", None),
+        ((rule("allow", dry_run=True),), "suggest", "allow"),
+        ((rule("deny", dry_run=True),), "suggest", "deny"),
     ],
 )
-async def test_ask_and_suggest_answer_nothing_but_are_recorded(tmp_path, rules, action) -> None:
+async def test_ask_and_suggest_answer_nothing_but_are_recorded(tmp_path, rules, action, would) -> None:
     async with memory_rig(policy=_policy_file(tmp_path, *rules)) as rig:
         sid, agent, events = await _blocked_claude(rig, hook=HOOK)
         decided = await _decided(events, sid)
         assert decided.action == action and decided.as_dict()["request"]["subject"] == "touch x.txt"
+        assert decided.as_dict()["would"] == would
         await _quiet(rig)
         assert agent.answers == [] and (await rig.engine.get(sid)).state == "blocked"
 
@@ -332,7 +335,7 @@ async def test_paused_the_policy_answers_nothing(tmp_path) -> None:
     async with memory_rig(policy=store) as rig:
         sid, agent, events = await _blocked_claude(rig, hook=HOOK)
         decided = await _decided(events, sid)
-        assert decided.action == "ask" and "paused" in decided.reason
+        assert decided.action == "ask" and "paused" in decided.reason and decided.would == "allow"
         assert store.counts["allow"] == 0 and store.counts["ask"] == 1  # counted as carried out
         await _quiet(rig)
         assert agent.answers == []

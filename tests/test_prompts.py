@@ -86,6 +86,31 @@ def test_every_blocked_claude_capture_gives_its_numbered_options(fixture):
         assert numbers == list(range(1, len(numbers) + 1))
 
 
+GEMINI_CONFIRMATIONS = [
+    f
+    for folder in find_folders(default_root())
+    for f in load_folder(folder)
+    if f.agent == "gemini" and f.truth.kind in ("bash", "bash-option-2", "write")
+]
+
+
+@pytest.mark.parametrize("fixture", GEMINI_CONFIRMATIONS, ids=[f.name for f in GEMINI_CONFIRMATIONS])
+def test_every_gemini_confirmation_box_gives_its_options_allow_once_selected(fixture):
+    """Gemini marks the selected row with a dot inside its box ("│ ● 1. Allow once │"): the
+    approval policy answers by these options, so each box must read whole."""
+    screen = Screen(fixture.truth.rows, fixture.truth.cols)
+    screen.feed(fixture.read())
+    manifest = STORE.get("gemini")
+    assert manifest is not None
+    lines = screen.lines()
+    prompt = read_prompt(lines, cursor_row=screen.cursor.row, manifest=manifest, rule="tool_confirmation")
+    assert prompt.kind == "options", "\n".join(lines)
+    labels = [o["label"] for o in prompt.options]
+    assert labels[0] == "Allow once" and sum(o["selected"] for o in prompt.options) == 1, prompt.options
+    assert prompt.options[1]["selected"] == (fixture.truth.kind == "bash-option-2")
+    assert labels[-1].startswith("No") and [o["option"] for o in prompt.options] == list(range(1, len(labels) + 1))
+
+
 def test_a_menu_without_numbers_is_answered_with_arrows():
     lines = [
         RULE,

@@ -301,3 +301,25 @@ async def test_many_subscriptions_are_encrypted_off_the_loop_in_time():
     assert len(rig.service.received) == 40
     assert all(rig.payloads(f"d{n}")[0]["prompt_id"] == "prompt-1" for n in range(40))
     print(f"40 pushes encrypted, signed and sent (ASGI transport) in {spent * 1000:.1f} ms")
+
+
+async def test_a_session_restricted_to_other_users_is_not_pushed_to_their_devices():
+    from panewatch.access.roles import Role
+    from panewatch.access.users import Users
+
+    rig = Rig()
+    users = Users(None)
+    for name in ("amy", "bob"):
+        users.add(name, Role.operator)
+        users.assign(f"{name}-phone", name)
+    users.restrict("s1", ["amy"])
+    rig.pusher.may_see = users.device_may_see
+    rig.subscribe("amy", device="amy-phone")
+    rig.subscribe("bob", device="bob-phone")
+    rig.subscribe("desk", device="token")  # the API token's own subscription: an owner's
+    rig.blocked("s1")
+    rig.blocked("s2")
+    await rig.settle()
+    assert sorted(p["session"] for p in rig.payloads("amy")) == ["s1", "s2"]
+    assert [p["session"] for p in rig.payloads("bob")] == ["s2"]
+    assert sorted(p["session"] for p in rig.payloads("desk")) == ["s1", "s2"]

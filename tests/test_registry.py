@@ -133,7 +133,7 @@ def test_a_format_2_file_gains_the_device_tables_and_keeps_its_sessions(tmp_path
     old.close()
     reg = Registry.open(path)
     assert [r.id for r in reg.all()] == ["s1"]
-    assert reg.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert reg.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     assert reg.db.execute("SELECT count(*) FROM devices").fetchone()[0] == 0
     assert reg.db.execute("SELECT count(*) FROM push_subscriptions").fetchone()[0] == 0
     reg.close()

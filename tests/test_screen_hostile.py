@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from panewatch import screen as screen_mod
 from panewatch.backends import available, make_screen
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
-from panewatch.screen import CELL_CACHE, MAX_COMBINING, MAX_SEQUENCE, Screen
+from panewatch.screen import CELL_CACHE, MAX_COMBINING, MAX_SEQUENCE, Screen, _widths
 
 pytestmark = pytest.mark.unit
 
@@ -173,7 +173,7 @@ def test_a_shrink_drops_blank_rows_below_the_cursor_first():
 def test_the_cell_cache_is_bounded_per_screen():
     s = Screen(32, 120)
     flood = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 20_000) if c % 2) + "".join(
-        chr(c) for c in range(0x100, 0x2000) if screen_mod._narrow(chr(c))
+        chr(c) for c in range(0x100, 0x2000) if _widths.narrow(chr(c))
     )
     for attrs in range(8):
         _feed_sliced(s, f"\x1b[3{attrs}m".encode() + flood.encode())

@@ -11,7 +11,6 @@ import pytest
 
 from engine_support import TESTER, memory_rig
 from panes_support import PROMPT
-from panewatch.api.routes_terminal import TermClient, Terminals, handle
 from panewatch.clock import ManualClock
 from panewatch.engine._keys import WINDOW_S, KeyTally
 from panewatch.states import State
@@ -68,10 +67,10 @@ def test_a_key_in_another_state_closes_the_burst_at_once(caplog):
 async def test_typed_keys_reach_the_agent_and_are_logged_per_burst(rig, caplog):
     sid, agent = await rig.create(agent=None)
     await rig.settle()
-    terminals, client = Terminals(rig.engine), TermClient((12, 60))
+    channel = await rig.engine.terminal(sid, actor=TESTER)
     with caplog.at_level(logging.INFO):
         for ch in "hello world" * 20:
-            assert await handle(rig.engine, terminals, sid, client, {"type": "input", "data": ch}, TESTER) is None
+            assert await channel.input({"type": "input", "data": ch}) is None
         assert bytes(agent.input) == b"hello world" * 20
         assert typed_lines(caplog) == []  # 220 keys, no line each
         await rig.settle(WINDOW_S)
@@ -91,26 +90,27 @@ async def test_a_burst_is_logged_before_its_session_is_deleted(rig, caplog):
 async def test_the_state_a_key_meets_is_fresh_but_read_only_when_something_moved(rig):
     sid, agent = await rig.create()
     await rig.settle()
+    channel = await rig.engine.terminal(sid, actor=TESTER)
     before = (await rig.engine.stats()).classifications
     for _ in range(50):
-        rig.engine.typing(sid)
+        assert await channel.input({"type": "input", "data": "x"}) is None
     assert (await rig.engine.stats()).classifications == before  # nothing moved: no reading per key
     agent.emit(PROMPT)  # the prompt's bytes arrive; no sweep or settle has read them yet
     await rig.settle(0)
     assert (await rig.engine.get(sid)).state != "blocked"
-    now = rig.engine.typing(sid)
-    assert now["state"] == "blocked" and now["rule"] and (await rig.engine.stats()).classifications == before + 1
-    assert now["line"] == (await rig.engine.screen(sid)).rows[now["row"]]
+    held = await channel.input({"type": "input", "data": "y"})  # the key meets the prompt, read now
+    assert held is not None and held["type"] == "held" and held["rule"]
+    assert (await rig.engine.stats()).classifications == before + 1
+    assert (await rig.engine.get(sid)).state == "blocked" and bytes(agent.input) == b"x" * 50
 
 
 async def test_a_resize_from_the_page_is_not_an_info_line(rig, caplog):
     sid, agent = await rig.create(agent=None, command="size")
     await rig.settle()
-    terminals, client = Terminals(rig.engine), TermClient((12, 60))
+    channel = await rig.engine.terminal(sid, actor=TESTER)
     with caplog.at_level(logging.DEBUG, logger="panewatch.terminal"):
         for cols in range(61, 81):
-            message = {"type": "resize", "rows": 12, "cols": cols}
-            assert await handle(rig.engine, terminals, sid, client, message, TESTER) is None
+            assert await channel.input({"type": "resize", "rows": 12, "cols": cols}) is None
     await rig.settle()
     assert (agent.rows, agent.cols) == (12, 80)
     resized = [r for r in caplog.records if r.getMessage().startswith("resized to")]

@@ -187,8 +187,8 @@ async def test_terminate_kills_the_whole_tree_and_the_window(host: TmuxHost) -> 
     pane = await host.spawn(
         spec("kt1", "sh", "-c", "trap '' HUP; sleep 1000 & (setsid sleep 1001 &); sleep 1002"), sink
     )
-    await until(lambda: len(tree_members("kt1", pane.pid)) >= 4, what="the children")
-    pids = tree_members("kt1", pane.pid)
+    await until(lambda: len(tree_members("kt1", pane.marker, pane.pid)) >= 4, what="the children")
+    pids = tree_members("kt1", pane.marker, pane.pid)
     assert pids - descendants(pane.pid), "the setsid grandchild left the tree (its parent exited)"
     assert any(s == "kt1" for s in " ".join(windows(host)).split())
     code = await pane.terminate(grace=0.3)
@@ -196,6 +196,29 @@ async def test_terminate_kills_the_whole_tree_and_the_window(host: TmuxHost) -> 
     await until(lambda: not any(os.path.exists(f"/proc/{p}") and _not_zombie(p) for p in pids), what="the tree gone")
     assert not any(line.startswith("kt1 ") for line in windows(host))
     assert "kt1" not in await host.list_sessions()
+
+
+@pytest.mark.integration
+async def test_a_server_of_another_folder_with_the_same_session_id_never_kills_its_agents(
+    host: TmuxHost, tmp_path: Path
+) -> None:
+    """Agents are found by a marker in their environment; two servers (two test workers did) with
+    a session of the same id must not find each other's: the marker names the state folder too."""
+    other = TmuxHost(tmp_path / "other-state")
+    await other.start()
+    try:
+        mine = await host.spawn(spec("same1", "sh", "-c", "sleep 1000 & sleep 1001"), Sink())
+        theirs = await other.spawn(spec("same1", "sh", "-c", "sleep 1000 & sleep 1001"), Sink())
+        await until(lambda: len(tree_members("same1", mine.marker, mine.pid)) >= 3, what="my children")
+        await until(lambda: len(tree_members("same1", theirs.marker, theirs.pid)) >= 3, what="their children")
+        mine_before = tree_members("same1", mine.marker, mine.pid)
+        assert mine.marker != theirs.marker
+        await theirs.terminate(grace=0.3)
+        assert all(_not_zombie(p) for p in mine_before), "the other server's DELETE killed my agent"
+        assert mine.alive
+    finally:
+        await other.stop()
+        await other.kill_server()
 
 
 def _not_zombie(pid: int) -> bool:

@@ -2,6 +2,9 @@
 
 import { describeDetail } from "./parse.js";
 
+/** A 403 that names a missing role or a restricted session, not a wrong credential. */
+const ROLE_REFUSAL = /^needs role |is restricted to named users/;
+
 export class ApiError extends Error {
   constructor(status, detail, body) {
     super(describeDetail(detail) || `HTTP ${status}`);
@@ -38,7 +41,8 @@ async function request(method, path, body) {
       data = { detail: text.slice(0, 200) };
     }
   }
-  if (response.status === 401 || response.status === 403) {
+  // a refusal for the role (or a session restricted to others) is no lost login
+  if (response.status === 401 || (response.status === 403 && !ROLE_REFUSAL.test((data && data.detail) || ""))) {
     for (const fn of authListeners) fn(response.status);
   }
   if (!response.ok) throw new ApiError(response.status, data && data.detail, data);
@@ -66,8 +70,18 @@ export const api = {
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
   /** A page of the ledger: {entries, next}; `params` filters (session, actor, since) and pages (before, limit). */
   ledger: (params = {}) => request("GET", `/api/ledger?${new URLSearchParams(params)}`),
+  /** The approval policy in force: {file, paused, error, rules, decisions}; its kill switch. */
+  policy: () => request("GET", "/api/policy"),
+  pausePolicy: () => request("POST", "/api/policy/pause"),
+  resumePolicy: () => request("POST", "/api/policy/resume"),
   answer: (id, answer) =>
     request("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { ...answer, confirm: true }),
+  /** Who this page is: {kind, id, name, user, role}. */
+  me: () => request("GET", "/api/me"),
+  /** Owners: {users: [{name, role, created, devices: [{id, name, revoked, …}]}]}. */
+  users: () => request("GET", "/api/users"),
+  addUser: (name, role) => request("POST", "/api/users", { name, role }),
+  setRole: (name, role) => request("PATCH", `/api/users/${encodeURIComponent(name)}`, { role }),
 };
 
 /**

@@ -11,7 +11,9 @@ import { Card } from "./cards.js";
 import { NewSessionForm } from "./form.js";
 import { installKeys } from "./keys.js";
 import { LedgerView } from "./ledger.js";
+import { PolicySwitch } from "./policy.js";
 import { LiveSocket } from "./live.js";
+import { applyRole, PeopleView } from "./people.js";
 import { cardOrder, groupOf, matchesFilter, queueOrder, shortPath, stateCounts } from "./parse.js";
 import { Peeks, RETRY_MS, Row } from "./queue.js";
 
@@ -662,10 +664,19 @@ function onMessage(msg) {
         if (msg[key] !== undefined) change[key] = msg[key];
         else if (msg.state !== "blocked") change[key] = null;
       }
+      change.policy = null; // a new state: the policy decides again if it is a new prompt
       if (msg.exit_code !== undefined) change.exit_code = msg.exit_code;
       if (msg.error !== undefined) change.error = msg.error;
       upsert(change);
       if (msg.state === "exited" || msg.state === "lost") refresh(msg.session); // exit code, error, resume offer
+      break;
+    }
+    case "policy": {
+      const s = sessions.get(msg.session);
+      if (s && s.state === "blocked") {
+        upsert({ id: msg.session, policy: { action: msg.action, rule: msg.rule, reason: msg.reason, would: msg.would } });
+      }
+      policySwitch.refresh(); // a decision may come from a policy paused or changed elsewhere
       break;
     }
     case "notification":
@@ -802,6 +813,12 @@ $("more-toggle").addEventListener("click", (e) => {
 });
 $("keys-toggle").addEventListener("click", () => els.keysHelp.showModal());
 $("ledger-toggle").addEventListener("click", () => ledgerView.open());
+const policySwitch = new PolicySwitch($("policy-switch"));
+policySwitch.refresh();
+// people and roles: the page hides what this caller's role may not do; owners manage users
+const peopleView = new PeopleView($("people"));
+$("people-toggle").addEventListener("click", () => peopleView.open());
+applyRole();
 $("clear-filter").addEventListener("click", () => {
   els.filter.value = "";
   filter.text = "";

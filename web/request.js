@@ -4,6 +4,7 @@
 // `why`. Everything here came from a pane: it is set as text, never as HTML, and bounded.
 
 import { clip } from "./parse.js";
+import { policyNote } from "./policy.js";
 
 const SOURCE_LABEL = { hook: "from the agent's hook", acp: "from the agent (ACP)", screen: "read from the screen" };
 
@@ -35,7 +36,8 @@ export class RequestView {
   update(session, peek) {
     const req = requestOf(session, peek);
     const excerpt = (peek && peek.excerpt) || [];
-    const key = JSON.stringify([req, req ? null : excerpt, session.why]);
+    const note = policyNote(session.policy);
+    const key = JSON.stringify([req, req ? null : excerpt, session.why, note]);
     if (key === this.key) return;
     this.key = key;
     const parts = [];
@@ -62,6 +64,11 @@ export class RequestView {
       this.el.dataset.source = "rule";
       parts.push(el("p", "req-why", session.why ? clip(session.why, 300) : "Waiting for an answer."));
       this.el.title = "";
+    }
+    if (note) {
+      const said = el("p", "req-policy", note);
+      said.title = clip(session.policy.reason || "", 300);
+      parts.push(said);
     }
     this.el.replaceChildren(...parts);
   }

@@ -30,6 +30,10 @@ const TERMINAL_REPLY = /^(?:\x1b\[[?>][\d;]*c|\x1b\[(?!1;[2-8]R)\d+;\d+R|\x1b\[\
 const USER_EVENTS = ["keydown", "keypress", "keyup", "beforeinput", "input", "paste", "compositionend",
   "mousedown", "mouseup", "wheel", "touchend"];
 const USER_WINDOW_MS = 250;
+// Keys typed while the channel is still opening (a card just opened, the page just loaded) are
+// kept, up to this much, and sent as soon as it is up: a connection slower than the typist
+// loses nothing. Once the channel has been up, keys typed while it is down are refused as before.
+const TYPE_AHEAD_MAX = 64 * 1024;
 
 export const SCROLLBACK = 10000;
 
@@ -49,6 +53,9 @@ export function isReleaseKey(e) {
 }
 
 export class TermView {
+  /** The page's role may not type (a viewer): keys, held-back keys and resizes are not sent. */
+  static readOnly = false;
+
   /**
    * @param {string} id the session id
    * @param {object} handlers
@@ -72,6 +79,7 @@ export class TermView {
     this.sizeBefore = null; // the pane's size before "fit to view" changed it
     this.loaded = false;
     this.userAt = -Infinity;
+    this.typeAhead = []; // keys typed before the channel first came up (null once it has)
     this.host = document.createElement("div");
     this.host.className = "term-host";
     this.term = new Terminal({
@@ -97,7 +105,7 @@ export class TermView {
     this.socket = new LiveSocket(`/ws/sessions/${encodeURIComponent(id)}/term`, {
       onMessage: (msg) => this.onMessage(msg),
       onBinary: (buffer) => { if (!this.disposed) this.term.write(new Uint8Array(buffer)); },
-      onUp: () => this.handlers.onUp?.(),
+      onUp: () => { this.sendTypeAhead(); this.handlers.onUp?.(); },
       onDown: () => this.handlers.onDown?.(),
     }, { minDelay: 500, maxDelay: 10000, finalCodes: [4404] });
   }
@@ -272,20 +280,35 @@ export class TermView {
     }
   }
 
-  /** Data xterm.js emitted: the user's keys go to the pane; its own replies do not. */
+  /** Data xterm.js emitted: the user's keys go to the pane; its own replies do not (nor a
+   * viewer's keys: the server would close the terminal with 4403). */
   typed(data) {
+    if (TermView.readOnly) return;
     if (performance.now() - this.userAt > USER_WINDOW_MS) return;
     if (TERMINAL_REPLY.test(data)) return;
+    if (this.typeAhead && this.typeAhead.join("").length + data.length <= TYPE_AHEAD_MAX) {
+      this.typeAhead.push(data); // the channel is still opening: sent once it is up
+      return;
+    }
     if (!this.socket.send({ type: "input", data })) this.handlers.onError?.("not connected: the keys were not sent");
+  }
+
+  /** The channel came up: the keys typed while it was opening go first, in order. */
+  sendTypeAhead() {
+    const keys = this.typeAhead;
+    this.typeAhead = null;
+    for (const data of keys || []) this.socket.send({ type: "input", data });
   }
 
   /** The held-back keys: send them after all, or drop them. */
   release(send) {
+    if (TermView.readOnly) return false;
     return this.socket.send({ type: "release", send });
   }
 
-  /** Ask the server to resize the pane (all its terminals follow). */
+  /** Ask the server to resize the pane (all its terminals follow); never for a viewer. */
   resizePane(rows, cols) {
+    if (TermView.readOnly) return false;
     return this.socket.send({ type: "resize", rows, cols });
   }
 

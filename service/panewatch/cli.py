@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import fixtures as fixture_files
 from . import plugins
+from .access.roles import Role
 from .backends import BACKENDS, ScreenLike, make_screen
 from .config import ConfigError, add_settings_arguments, flags_from_namespace, settings_or_error
 from .manifest import CompiledManifest, ManifestError, ManifestStore, bundled_manifest_dir
@@ -20,6 +21,8 @@ from .states import State
 from .tail import strip_tail
 
 EXIT_USAGE = 2
+#: The roles a user may have, as the CLI spells them.
+ROLES = [str(role) for role in Role]
 
 
 class CliError(Exception):
@@ -214,7 +217,21 @@ def cmd_pair(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         image=args.image,
         qr=not args.no_qr,
+        user=args.user,
+        role=args.role,
     )
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """``panewatch users list|add NAME|set-role NAME ROLE|remove NAME`` on the running server."""
+    from .client import users
+
+    if args.action != "list" and not args.name:
+        raise CliError(f"users {args.action} needs the user's NAME")
+    role = args.role or args.role_arg
+    if (args.action == "set-role" and not role) or (role and role not in ROLES):
+        raise CliError(f"users {args.action}: the ROLE is one of {', '.join(ROLES)}")
+    return users(args.action, args.name, role, url=args.url, token_file=args.token_file, state_dir=args.state_dir)
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
@@ -312,7 +329,26 @@ def _add_pair(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", metavar="DIR", help="the server's state folder, where it keeps its token")
     p.add_argument("--image", metavar="FILE", help="also save the QR code as FILE (.png or .svg)")
     p.add_argument("--no-qr", action="store_true", help="print the code and URL only")
+    p.add_argument("--user", metavar="NAME", help="the device's user (default: default, an owner)")
+    p.add_argument("--role", choices=ROLES, help="the user's role (made with it when new; default viewer)")
     p.set_defaults(func=cmd_pair)
+
+
+def _add_users(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["list", "add", "set-role", "remove"])
+    p.add_argument("name", nargs="?", metavar="NAME", help="the user")
+    p.add_argument("role_arg", nargs="?", metavar="ROLE", help="set-role: the new role (viewer, operator or owner)")
+    p.add_argument("--role", choices=ROLES, help="add: its role (default viewer)")
+    _add_server_args(p)
+    p.set_defaults(func=cmd_users)
+
+
+def _add_server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", help="the server (default: $PANEWATCH_URL, else http://127.0.0.1:8765)")
+    p.add_argument(
+        "--token-file", metavar="FILE", help="the API token's file (default: $PANEWATCH_TOKEN, else the kept one)"
+    )
+    p.add_argument("--state-dir", metavar="DIR", help="the server's state folder, where it keeps its token")
 
 
 def _add_wait(p: argparse.ArgumentParser) -> None:
@@ -378,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("pair", help="pair a phone: a one-time code (5 minutes) and its QR from the running server")
     )
 
+    _add_users(sub.add_parser("users", help="people and roles on the running server: list, add, set-role, remove"))
     _add_policy(
         sub.add_parser("policy", help="the approval policy: check a file, or pause / resume the running server's")
     )

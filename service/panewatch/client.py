@@ -94,20 +94,35 @@ def server_token(token: str | None, token_file: str | None, state_dir: str | Non
 
 
 def pair(
-    *, url: str | None, token: str | None, token_file: str | None, state_dir: str | None, image: str | None, qr: bool
+    *,
+    url: str | None,
+    token: str | None,
+    token_file: str | None,
+    state_dir: str | None,
+    image: str | None,
+    qr: bool,
+    user: str | None = None,
+    role: str | None = None,
 ) -> int:
-    """``panewatch pair``: a one-time code from the running server, its URL and QR (printed in
-    the terminal; ``image`` also saves it as .png or .svg)."""
+    """``panewatch pair``: a one-time code from the running server (for a device of ``user``,
+    made with ``role`` when new), its URL and QR (printed in the terminal; ``image`` also saves
+    it as .png or .svg)."""
     import segno
 
-    r = _post_to_server("/api/devices/pair", 201, url=url, token=token, token_file=token_file, state_dir=state_dir)
+    body: dict[str, str | None] = {k: v for k, v in (("user", user), ("role", role)) if v}
+    r = _post_to_server(
+        "/api/devices/pair", 201, url=url, token=token, token_file=token_file, state_dir=state_dir, body=body
+    )
     if r is None:
         return 2
     code = r.json()
     made = segno.make(code["url"], error="m")
     if qr:
         made.terminal(out=sys.stdout, compact=True)
-    print(f"Pairing code {code['code']} (one use, {code['expires_in_s'] // 60} minutes): open {code['url']}")
+    print(
+        f"Pairing code {code['code']} for user {code.get('user')} (one use, {code['expires_in_s'] // 60} minutes): "
+        f"open {code['url']}"
+    )
     if code.get("note"):
         print(f"note: {code['note']}", file=sys.stderr)
     if image:
@@ -126,11 +141,54 @@ def policy_switch(action: str, *, url: str | None, token_file: str | None, state
     return 0
 
 
+#: ``panewatch users ACTION``: (method, path, expected status); ``{name}`` is the user's.
+USER_CALLS = {
+    "list": ("GET", "/api/users", 200),
+    "add": ("POST", "/api/users", 201),
+    "set-role": ("PATCH", "/api/users/{name}", 200),
+    "remove": ("DELETE", "/api/users/{name}", 200),
+}
+
+
+def users(
+    action: str, name: str | None, role: str | None, *, url: str | None, token_file: str | None, state_dir: str | None
+) -> int:
+    """``panewatch users list|add|set-role|remove``: the running server's users (owners only;
+    0: done, 2: refused, the server's reason on stderr)."""
+    method, path, expected = USER_CALLS[action]
+    body: dict[str, str | None] | None = {"role": role} if role else None
+    if action == "add":
+        body = {"name": name, "role": role or "viewer"}
+    r = _post_to_server(
+        path.format(name=name), expected, url=url, token=None, token_file=token_file, state_dir=state_dir,
+        body=body, method=method,
+    )  # fmt: skip
+    if r is None:
+        return 2
+    found = r.json()
+    if action == "remove":
+        print(f"removed {found['removed']}; revoked {len(found['revoked'])} devices")
+        return 0
+    for user in found["users"] if action == "list" else [found]:
+        devices = ", ".join(f"{d['name']} ({d['id']}{', revoked' if d['revoked'] else ''})" for d in user["devices"])
+        print(f"{user['name']}\t{user['role']}\t{devices or 'no devices'}")
+    return 0
+
+
 def _post_to_server(
-    path: str, expected: int, *, url: str | None, token: str | None, token_file: str | None, state_dir: str | None
+    path: str,
+    expected: int,
+    *,
+    url: str | None,
+    token: str | None,
+    token_file: str | None,
+    state_dir: str | None,
+    body: dict[str, str | None] | None = None,
+    method: str = "POST",
 ) -> httpx.Response | None:
-    """POST ``path`` to the running server with its token; None (said on stderr) when there is no
-    token, the server cannot be reached or it answers anything but ``expected``."""
+    """Send ``method`` ``path`` (with the JSON ``body``) to the running server with its token; None
+    (said on stderr) when there is no token, the server cannot be reached or it answers anything
+    but ``expected``."""
     import httpx
 
     url = (url or os.environ.get("PANEWATCH_URL") or DEFAULT_URL).rstrip("/")
@@ -139,7 +197,7 @@ def _post_to_server(
         print("panewatch: no token: give --token-file or set PANEWATCH_TOKEN (or --state-dir)", file=sys.stderr)
         return None
     try:
-        r = httpx.post(f"{url}{path}", headers={"Authorization": f"Bearer {found}"}, timeout=10)
+        r = httpx.request(method, f"{url}{path}", headers={"Authorization": f"Bearer {found}"}, json=body, timeout=10)
     except httpx.HTTPError as exc:
         print(f"panewatch: cannot reach {url}: {exc}", file=sys.stderr)
         return None

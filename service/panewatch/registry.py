@@ -26,8 +26,8 @@ REGISTRY_FILE = "sessions.sqlite3"
 #: migrated in place (``_MIGRATIONS``). 2: ``launched`` and ``env``, what a resume starts again;
 #: 3: the devices and push subscriptions tables (nothing in the sessions table changes); 4:
 #: ``worktree``, the git worktree a session was started in; 5: the ledger (``ledger.py``) and its
-#: chain's anchor.
-SCHEMA_VERSION = 5
+#: chain's anchor; 6: users, which device is whose, and the sessions restricted to named users.
+SCHEMA_VERSION = 6
 #: ``PRAGMA application_id``: tells a Panewatch registry from any other SQLite file ("PWch").
 APPLICATION_ID = 0x50576368
 
@@ -118,6 +118,35 @@ CREATE TABLE IF NOT EXISTS ledger_chain (
 )
 """,
 )
+#: Format 6: named users over the devices (``access/users.py``); a device paired before users
+#: existed belongs to ``default``, an owner: every device could do everything then.
+_USER_TABLES = (
+    """
+CREATE TABLE IF NOT EXISTS users (
+    name    TEXT PRIMARY KEY,
+    role    TEXT NOT NULL,            -- viewer | operator | owner
+    created REAL NOT NULL             -- wall clock
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS device_users (
+    device TEXT PRIMARY KEY,          -- a devices.id
+    user   TEXT NOT NULL              -- a users.name
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS session_users (
+    session TEXT NOT NULL,            -- a session restricted to named users: one row per user
+    user    TEXT NOT NULL,
+    PRIMARY KEY (session, user)
+)
+""",
+)
+_ADOPT_DEVICES = (
+    "INSERT INTO users (name, role, created) SELECT 'default', 'owner', "
+    "(SELECT MIN(created) FROM devices) WHERE EXISTS (SELECT 1 FROM devices)",
+    "INSERT INTO device_users (device, user) SELECT id, 'default' FROM devices",
+)
 #: What takes a registry of format N (the key) to N + 1, each in the transaction of the open.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -127,6 +156,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: _DEVICE_TABLES,
     3: ("ALTER TABLE sessions ADD COLUMN worktree TEXT",),
     4: _LEDGER_TABLES,
+    5: (*_USER_TABLES, *_ADOPT_DEVICES),
 }
 
 
@@ -141,7 +171,7 @@ def _bring_up_to_date(conn: sqlite3.Connection, version: int) -> None:
         else:  # fresh, or of format 0 (never written one, or lost its version): made whole
             conn.execute(_SCHEMA)
             _add_missing_columns(conn)
-            for table in (*_DEVICE_TABLES, *_LEDGER_TABLES):
+            for table in (*_DEVICE_TABLES, *_LEDGER_TABLES, *_USER_TABLES):
                 conn.execute(table)
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

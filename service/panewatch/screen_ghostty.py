@@ -28,7 +28,7 @@ from pyte.graphics import FG_AIXTERM, FG_ANSI, FG_BG_256
 from wcwidth import wcwidth
 
 from .oob import OscTap, OutOfBand
-from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor, _drop_zero_width
+from .screen import MAX_COMBINING, REP_BURST, REP_CELLS_PER_BYTE, Cursor, drop_zero_width
 
 #: xterm (patch 388, VT420 level), the identity ``screen.py`` answers with too.
 _DA1_LEVEL, _DA1_FEATURES = 64, (1, 2, 6, 9, 15, 18, 21, 22)
@@ -134,7 +134,7 @@ def _clean(row: str) -> str:
     """A row as the pyte backend gives it: marks capped, zero-width characters (VS16 in
     Continue's "⚠️", ZWJ) left out, so that rules read the same text on both backends."""
     row = row.rstrip()
-    return row if row.isascii() else _drop_zero_width(_cap_marks(row))
+    return row if row.isascii() else drop_zero_width(_cap_marks(row))
 
 
 class GhosttyScreen:

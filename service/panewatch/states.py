@@ -29,6 +29,16 @@ class SessionKind(StrEnum):
     acp = "acp"
 
 
+class RequestSource(StrEnum):
+    """Where what a blocked agent asks (``request``) was read: its own hook payload, the ACP
+    ``session/request_permission``, or the prompt on its screen (the manifest's ``[rules.request]``).
+    Only the first two are structured: the approval policy never acts on the screen's alone."""
+
+    hook = "hook"
+    acp = SessionKind.acp.value
+    screen = "screen"
+
+
 #: States a screen rule or a report may give (the others come from the process's fate).
 RULE_STATES: tuple[State, ...] = (State.blocked, State.working, State.idle)
 

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from panewatch.manifest import State
+from panewatch.states import State
 from panewatch_lab.bundled import load_toml
 
 PLAN_DIR = Path(__file__).with_name("captures")

@@ -24,6 +24,8 @@ from starlette.requests import HTTPConnection
 from .devices import COOKIE as DEVICE_COOKIE
 from .devices import TOKEN, Devices, Who
 from .login import COOKIE, Logins
+from .roles import Role
+from .users import Users
 
 __all__ = ["COOKIE", "DEVICE_COOKIE", "Gate", "Origins", "Who", "new_token", "presented_token", "token_matches"]
 
@@ -119,12 +121,19 @@ class Gate:
     whether a request the login cookie authenticates came from this service's own page."""
 
     def __init__(
-        self, token: str, logins: Logins, origins: Origins | None = None, devices: Devices | None = None
+        self,
+        token: str,
+        logins: Logins,
+        origins: Origins | None = None,
+        devices: Devices | None = None,
+        users: Users | None = None,
     ) -> None:
         self.token = token
         self.logins = logins
         self.origins = origins or Origins()
         self.devices = devices
+        #: whose each device is, with its role (None: no users, every device an owner as before)
+        self.users = users
 
     def identify(self, conn: HTTPConnection, allow_query: bool = False) -> Who | Refusal:
         """Who the request is (the token, a login, a paired device), or why it is refused:
@@ -152,7 +161,12 @@ class Gate:
             return "wrong"
         if found == "revoked":
             return "revoked"
-        return Who("device", found.id, found.name)
+        if self.users is None:
+            return Who("device", found.id, found.name)
+        user = self.users.user_of(found.id)
+        if user is None:  # its user was removed (and the device revoked with it): the least role
+            return Who("device", found.id, found.name, None, Role.viewer)
+        return Who("device", found.id, found.name, user.name, user.role)
 
     def check(self, conn: HTTPConnection, allow_query: bool = False) -> Refusal | None:
         """None when let in; "missing" or "revoked" (401); "wrong" (403) otherwise."""

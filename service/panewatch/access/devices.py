@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from starlette.websockets import WebSocket, WebSocketState
 
+from .roles import Role
+
 log = logging.getLogger("panewatch.access.devices")
 
 #: The device cookie (the login cookie is ``login.COOKIE``).
@@ -51,17 +53,22 @@ CLOSE_REVOKED = 4401
 @dataclass(frozen=True)
 class Who:
     """Who acts on a request: ``kind`` "token" (the API token: scripts, the CLI), "login" (a
-    dashboard login from the token URL; ``id`` names that browser's login) or "device"."""
+    dashboard login from the token URL; ``id`` names that browser's login) or "device" (of
+    ``user``, whose ``role`` it has; the token and its logins are owners)."""
 
     kind: Literal["token", "login", "device"]
     id: str
     name: str
+    user: str | None = None
+    role: Role = Role.owner
 
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "id": self.id, "name": self.name}
+    def as_dict(self) -> dict[str, str | None]:
+        return {"kind": self.kind, "id": self.id, "name": self.name, "user": self.user, "role": str(self.role)}
 
     def __str__(self) -> str:
-        return f"device {self.id} ({self.name})" if self.kind == "device" else self.kind
+        if self.kind != "device":
+            return self.kind
+        return f"device {self.id} ({self.name}) of {self.user}" if self.user else f"device {self.id} ({self.name})"
 
 
 TOKEN = Who("token", "token", "API token")
@@ -111,6 +118,7 @@ class Devices:
     def __init__(self, db: sqlite3.Connection | None, *, wall: Callable[[], float] = time.time) -> None:
         self.db, self.wall = db, wall
         self._codes: dict[str, float] = {}  # code -> expiry (wall clock)
+        self._code_users: dict[str, str] = {}  # code -> the user its device will belong to
         self._failed = 0
         self._devices: dict[str, Device] = {}
         self._written_seen: dict[str, float] = {}
@@ -123,18 +131,26 @@ class Devices:
                 self._devices[row[0]] = Device(*row)
 
     # -- pairing ---------------------------------------------------------------------------
-    def new_code(self) -> tuple[str, float]:
-        """A one-time code and when it expires (wall clock)."""
+    def new_code(self, user: str | None = None) -> tuple[str, float]:
+        """A one-time code (for a device of ``user``) and when it expires (wall clock)."""
         now = self.wall()
         self._codes = {c: e for c, e in self._codes.items() if e > now}
+        self._code_users = {c: u for c, u in self._code_users.items() if c in self._codes}
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         self._codes[code] = now + CODE_TTL_S
+        if user is not None:
+            self._code_users[code] = user
         return code, now + CODE_TTL_S
+
+    def user_of_code(self, code: str) -> str | None:
+        """The user an open code pairs for (None: no user named)."""
+        return self._code_users.get(normalise_code(code))
 
     def pair(self, code: str, name: str) -> tuple[Device, str]:
         """Use ``code`` once: a new device named ``name`` and its credential (shown only now)."""
         now = self.wall()
         wanted = normalise_code(code)
+        self._code_users.pop(wanted, None)
         expiry = self._codes.pop(wanted, None)
         if expiry is None or expiry <= now:
             self._failed += expiry is None

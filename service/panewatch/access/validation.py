@@ -24,6 +24,9 @@ MAX_JSON_DEPTH = 64
 ECHO_MAX = 120
 #: Longest text of one field kept from a hook report.
 REPORT_TEXT_MAX = 500
+#: A hook payload's objects that say what a permission request is about: Claude's and Codex's
+#: ``tool_input``, Gemini's ToolPermission ``details`` (the confirmation's command or file).
+NESTED_KEPT = frozenset({"tool_input", "details"})
 #: A text in a hook payload's ``tool_input`` (a command, a path): longer than a report's texts.
 TOOL_INPUT_TEXT_MAX = 2000
 
@@ -89,8 +92,8 @@ def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
     """A hook payload reduced to what a state can carry: top-level scalars, text cleaned and cut.
 
     Nested values are dropped — they are where a hostile or broken hook would hide megabytes or
-    unencodable text — except ``tool_input``, which says what a permission request is about: it
-    keeps its own top-level scalars and lists of strings (an argv), cut the same way.
+    unencodable text — except those that say what a permission request is about (``NESTED_KEPT``):
+    each keeps its own top-level scalars and lists of strings (an argv), cut the same way.
     """
     out: dict[str, Any] = {}
     for key, value in list(payload.items())[:64]:
@@ -101,7 +104,7 @@ def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
             out[key] = clean_text(value)
         elif isinstance(value, bool) or value is None or isinstance(value, (int, float)):
             out[key] = value
-        elif key == "tool_input" and isinstance(value, Mapping):
+        elif key in NESTED_KEPT and isinstance(value, Mapping):
             out[key] = _flat(value)
     return out
 

@@ -17,8 +17,10 @@ from ..access.http_guard import HostAllowList, HttpGuard
 from ..access.identity import resolve_token, state_dir
 from ..access.login import Logins
 from ..access.report_socket import ReportSocket, socket_path
+from ..access.users import Users
 from ..config import Settings
-from ..engine import Engine, EngineAPI
+from ..engine import EngineAPI, NodeEngine
+from ..engine.events import Deleted
 from ..errors import UnknownSession
 from ..hosting import Hosting
 from ..manifest import ManifestStore
@@ -38,6 +40,7 @@ from . import (
     routes_service,
     routes_sessions,
     routes_terminal,
+    routes_users,
     routes_ws,
 )
 from .deps import refusal
@@ -45,10 +48,10 @@ from .routes_service import web_dir
 
 __all__ = ["create_app", "web_dir"]
 
-#: The routers, one per area (the dashboard's terminals are installed apart: they keep state).
+#: The routers, one per area.
 ROUTED = (
     routes_service, routes_sessions, routes_acp, routes_report, routes_ws, routes_push, routes_devices, routes_ledger,
-    routes_policy,
+    routes_policy, routes_terminal, routes_users,
 )  # fmt: skip
 
 
@@ -78,7 +81,7 @@ def _lifespan(
     return lifespan
 
 
-def _prompt_reader(engine: Engine) -> Callable[[str], dict[str, Any] | None]:
+def _prompt_reader(engine: NodeEngine) -> Callable[[str], dict[str, Any] | None]:
     """``engine.prompt_now`` for the pusher, in one loop turn: None for a session that is gone."""
 
     def read(sid: str) -> dict[str, Any] | None:
@@ -91,7 +94,7 @@ def _prompt_reader(engine: Engine) -> Callable[[str], dict[str, Any] | None]:
     return read
 
 
-def _reach(settings: Settings, engine: Engine, registry: Registry, private: Path) -> tuple[Devices, Pusher, Ledger]:
+def _reach(settings: Settings, engine: NodeEngine, registry: Registry, private: Path) -> tuple[Devices, Pusher, Ledger]:
     """Paired devices, Web Push and the ledger, whose tables live in the registry file (0600 in
     the state folder); a revoked device's subscriptions go with it. Each node pushes its own
     sessions' prompts and keeps its own sessions' decisions: both listen to this node's engine
@@ -139,7 +142,7 @@ def create_app(
             private=private,
         )
     logins = Logins(settings.token, settings.login_ttl_s, revoked_file=private / "revoked-logins.json")
-    here = engine if isinstance(engine, Engine) else engine.local  # type: ignore[attr-defined]  # this node's
+    here = engine.local  # this node's own engine (a cluster's: the one it wraps)
     registry = hosting.registry if hosting else Registry.in_state_dir(private)
     devices, pusher, ledger = _reach(settings, here, registry, private)
     answers = AnswerFigures()  # who answers, how long agents wait: /metrics
@@ -158,12 +161,23 @@ def create_app(
     app.state.settings = settings
     app.state.report_socket = report_socket  # (its per-peer counts, for tests and debugging)
     app.state.devices = devices
+    app.state.users = users = Users(registry.db)  # whose each device is, and its role
+    here.subscribe(lambda event: users.forget(event.session) if isinstance(event, Deleted) else None)
+    pusher.may_see = users.device_may_see  # a session restricted to other users is not pushed to them
     app.state.push = pusher
     app.state.ledger = ledger
     app.state.answers = answers
-    app.state.gate = Gate(settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices)
+    app.state.gate = Gate(
+        settings.token, logins, Origins(settings.allowed_origins, settings.public_url), devices, users
+    )
+    _route(app, settings)
+    return app
+
+
+def _route(app: FastAPI, settings: Settings) -> None:
+    """The door, the error mapping and the routers."""
     errors.install(app)
-    # Host, credentials and body size are checked before routing (and before any body byte is read)
+    # Host, credentials, roles and body size are checked before routing (and before any body byte is read)
     app.add_middleware(
         HttpGuard,
         hosts=HostAllowList(settings.allowed_hosts, settings.public_url, settings.host),
@@ -172,6 +186,5 @@ def create_app(
     )
     for module in ROUTED:
         app.include_router(module.router)
-    # the dashboard's terminals: /ws/sessions/{id}/term (kept from this node's engine)
-    routes_terminal.install(app, here)
-    return app
+    # every route in the order the router tries them: the roles' one mapping is keyed by their paths
+    app.state.routes = [route for module in ROUTED for route in module.router.routes]

@@ -2,14 +2,22 @@
 
 Every check goes through the app's :class:`~panewatch.access.auth.Gate` (the API token or a live
 dashboard login); ``refusal`` is the same rule the ``HttpGuard`` applies before any body byte.
+Roles are enforced here only, by :func:`forbidden`: the route the router would pick, its
+least role from ``access.roles``' one mapping, and a session restricted to named users — for
+HTTP in ``refusal`` (before any body byte), for WebSockets in ``ws_admit`` (close 4403).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import HTTPException, Request, WebSocket
 from starlette.requests import HTTPConnection
+from starlette.routing import Match
 
+from ..access import roles
 from ..access.auth import WHO_KEY, Gate, HttpRefusal, Who
+from ..access.users import Users
 from ..config import Settings
 from ..engine import Actor, ActorKind, EngineAPI
 from ..errors import UnknownSession
@@ -25,9 +33,47 @@ def engine_of(request: HTTPConnection) -> EngineAPI:
 
 def actor_of(conn: HTTPConnection) -> Actor:
     """Who this request acts for, as the door identified it: the API token, a dashboard login,
-    or a paired device (with its id and name)."""
+    or a paired device (with its id and name, and its user)."""
     who = who_of(conn)
-    return Actor(kind=ACTOR_KINDS[who.kind], id=who.id, name=who.name)
+    return Actor(kind=ACTOR_KINDS[who.kind], id=who.id, name=who.name, user=who.user)
+
+
+def users_of(conn: HTTPConnection) -> Users | None:
+    users: Users | None = getattr(conn.app.state, "users", None)
+    return users
+
+
+def route_of(conn: HTTPConnection) -> tuple[str, dict[str, Any]] | None:
+    """The path template of the route the router will pick for this request, and its parameters
+    (the routers' own routes, as ``create_app`` listed them in ``app.state.routes``)."""
+    for route in getattr(conn.app.state, "routes", ()):
+        match, child = route.matches(conn.scope)
+        if match == Match.FULL:
+            return str(getattr(route, "path", "")), dict(child.get("path_params", {}))
+    return None
+
+
+def visible(conn: HTTPConnection, sid: str) -> bool:
+    """This caller may see session ``sid`` (it is not restricted to other users)."""
+    users, who = users_of(conn), who_of(conn)
+    return users is None or users.may_see(sid, who.user, who.role)
+
+
+def forbidden(conn: HTTPConnection, method: str | None = None) -> str | None:
+    """Why this caller may not use this route (its role, or a session restricted to others);
+    None when it may. ``method``: the mapping's pseudo-method (``roles.KEYS``) for a socket's
+    message; else the request's own (``roles.WEBSOCKET`` for a socket)."""
+    who = conn.scope.get(WHO_KEY)
+    found = route_of(conn)
+    if not isinstance(who, Who) or found is None:  # not signed in (the door refused), or a 404
+        return None
+    template, params = found
+    if method is None:
+        method = roles.WEBSOCKET if conn.scope["type"] == "websocket" else str(conn.scope.get("method", "GET"))
+    why = roles.refusal(roles.needed(method, template), who.role)
+    if why is None and isinstance(sid := params.get("sid"), str) and not visible(conn, sid):
+        why = f"session {sid[:40]} is restricted to named users, and {who.user or who.kind} is not one of them"
+    return why
 
 
 def settings_of(request: HTTPConnection) -> Settings:
@@ -65,7 +111,12 @@ def refusal(conn: HTTPConnection) -> HttpRefusal | None:
         except UnknownSession:  # never created, deleted, or another node's (its hooks report there)
             return None
 
-    return gate_of(conn).refusal(conn, metrics_public=settings_of(conn).metrics_public, report_token_of=report_token_of)
+    found = gate_of(conn).refusal(
+        conn, metrics_public=settings_of(conn).metrics_public, report_token_of=report_token_of
+    )
+    if found is None and (why := forbidden(conn)) is not None:
+        return 403, why, {}
+    return found
 
 
 def require_token(request: Request) -> None:
@@ -94,11 +145,13 @@ async def ws_admit(ws: WebSocket) -> bool:
         closing = (4401, "this device was revoked")
     elif why == "wrong":
         closing = (4403, "wrong token")
+    elif (role_why := forbidden(ws)) is not None:
+        closing = (roles.CLOSE_FORBIDDEN, role_why)
     await ws.accept()
     if closing:
         await ws.close(code=closing[0], reason=closing[1])
         return False
-    who = ws.scope.get(WHO_KEY)
-    if isinstance(who, Who) and who.kind == "device" and gate_of(ws).devices is not None:
-        gate_of(ws).devices.attach(who.id, ws)  # type: ignore[union-attr]  # closed at once on revocation
+    who, devices = ws.scope.get(WHO_KEY), gate_of(ws).devices
+    if isinstance(who, Who) and who.kind == "device" and devices is not None:
+        devices.attach(who.id, ws)  # closed at once on revocation
     return True

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..access.users import NAME_PATTERN
 from ..access.validation import AgentName, EnvKey, OsPath, OsString, Utf8Text
 from ..engine import HostKind
 from ..states import SessionKind
@@ -55,6 +56,9 @@ class NewSession(BaseModel):
     host: HostKind | None = Field(None, description="pane host (`pty` unless another is configured)")
     node: Utf8Text | None = Field(
         None, max_length=40, description="cluster: the node to start it on (default: this one)"
+    )
+    users: list[Annotated[str, Field(pattern=NAME_PATTERN)]] | None = Field(
+        None, max_length=100, description="restrict it to these users (and its creator's; owners see all)"
     )
 
     @field_validator("host", mode="before")

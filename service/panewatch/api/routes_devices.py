@@ -14,9 +14,12 @@ from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..access.auth import Who
 from ..access.devices import COOKIE, COOKIE_MAX_AGE_S, Devices, PairingRefused, shown_code
+from ..access.roles import Role
+from ..access.users import DEFAULT_USER, NAME_PATTERN, Users
 from ..access.validation import clean_text
 from .deps import require_token, secure_cookies, settings_of, who_of
 
@@ -48,10 +51,28 @@ def qr_svg(text: str) -> str:
     return uri
 
 
+class PairFor(BaseModel):
+    """Whose the device will be: ``user`` (made with ``role`` when new, given ``role`` when it is
+    named); no user: ``default``, an owner (what every paired device was before users)."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str | None = Field(None, pattern=NAME_PATTERN)
+    role: Role | None = None
+
+
+def users_of_app(request: Request) -> Users | None:
+    users: Users | None = getattr(request.app.state, "users", None)
+    return users
+
+
 @router.post("/api/devices/pair", status_code=201, tags=["devices"], dependencies=[Depends(require_token)])
-async def new_pairing(request: Request) -> dict[str, Any]:
+async def new_pairing(request: Request, body: PairFor | None = None) -> dict[str, Any]:
     """A one-time pairing code, valid for 5 minutes, with the URL a phone opens and its QR."""
-    code, expires = devices_of(request).new_code()
+    body = body or PairFor()
+    users, user = users_of_app(request), body.user or DEFAULT_USER
+    if users is not None:
+        users.ensure(user, body.role)
+    code, expires = devices_of(request).new_code(user)
     url = f"{base_url(request)}/pair?code={quote(shown_code(code))}"
     note = None
     if not settings_of(request).public_url:
@@ -61,6 +82,7 @@ async def new_pairing(request: Request) -> dict[str, Any]:
         )
     return {
         "code": shown_code(code),
+        "user": user,
         "url": url,
         "expires_at": expires,
         "expires_in_s": round(expires - devices_of(request).wall()),
@@ -72,7 +94,12 @@ async def new_pairing(request: Request) -> dict[str, Any]:
 @router.get("/api/devices", tags=["devices"], dependencies=[Depends(require_token)])
 async def list_devices(request: Request, who: Annotated[Who, Depends(who_of)]) -> dict[str, Any]:
     """Every paired device with when it was last seen and its open sockets; ``you``: the caller."""
-    return {"devices": devices_of(request).listing(), "you": who.as_dict()}
+    users = users_of_app(request)
+    listing = devices_of(request).listing()
+    for device in listing:
+        found = users.user_of(device["id"]) if users is not None else None
+        device["user"], device["role"] = (found.name, str(found.role)) if found else (None, None)
+    return {"devices": listing, "you": who.as_dict()}
 
 
 @router.delete("/api/devices/{device_id}", tags=["devices"], dependencies=[Depends(require_token)])
@@ -129,12 +156,16 @@ async def pair(request: Request) -> Response:
     except (ValueError, UnicodeDecodeError) as exc:
         raise HTTPException(400, f"cannot read the pairing request: {exc}") from None
     name = " ".join(clean_text(name, NAME_MAX).split()) or "device"
+    user = devices_of(request).user_of_code(code) or DEFAULT_USER
     try:
         device, credential = devices_of(request).pair(code, name)
     except PairingRefused as exc:
         if as_json:
             return JSONResponse({"detail": str(exc)}, status_code=403)
         return pair_page(code, f"{exc}: ask for a new code", status=403)
+    users = users_of_app(request)
+    if users is not None:
+        users.assign(device.id, users.ensure(user, None).name)  # its user, unless removed since
     if as_json:
         return JSONResponse({"device": device.as_dict(), "token": credential}, status_code=201)
     response = RedirectResponse("/", status_code=303)

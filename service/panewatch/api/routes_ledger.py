@@ -6,6 +6,7 @@ them), so a long ledger never holds the event loop."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated
@@ -14,7 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
 from ..sinks.ledger import PAGE_MAX, Ledger, LedgerPage, LedgerQuery
-from .deps import require_token
+from .deps import require_token, visible
 
 router = APIRouter(tags=["ledger"], dependencies=[Depends(require_token)])
 #: The export's media type: JSON lines.
@@ -37,15 +38,18 @@ SinceQ = Annotated[datetime | None, Query(description="only rows from then on: I
 @router.get("/api/ledger", response_model=LedgerPage)
 async def ledger_page(
     ledger: L,
+    request: Request,
     session: SessionQ = None,
     actor: ActorQ = None,
     since: SinceQ = None,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX, description="rows per page")] = 100,
     before: Annotated[int | None, Query(ge=1, description="rows before this seq (a page's next)")] = None,
 ) -> LedgerPage:
-    """The newest matching decisions, oldest first; ``next`` reads the page before."""
+    """The newest matching decisions, oldest first; ``next`` reads the page before (rows of a
+    session restricted to other users are left out)."""
     query = LedgerQuery(session, actor, None if since is None else since.timestamp(), before, limit)
-    return ledger.page(query)
+    page = ledger.page(query)
+    return page.model_copy(update={"entries": [e for e in page.entries if visible(request, e.session)]})
 
 
 @router.get(
@@ -53,14 +57,21 @@ async def ledger_page(
     response_class=StreamingResponse,
     responses={200: {"content": {EXPORT_TYPE: {}}, "description": "one JSON object a line, oldest first"}},
 )
-async def ledger_export(ledger: L, session: SessionQ = None, actor: ActorQ = None) -> StreamingResponse:
-    """Every matching row as one JSON line, oldest first: the canonical text each is hashed as."""
+async def ledger_export(
+    ledger: L, request: Request, session: SessionQ = None, actor: ActorQ = None
+) -> StreamingResponse:
+    """Every matching row as one JSON line, oldest first: the canonical text each is hashed as
+    (rows of a session restricted to other users are left out)."""
     query = LedgerQuery(session, actor)
+
+    def shown(body: str) -> bool:
+        sid = json.loads(body).get("session")
+        return not isinstance(sid, str) or visible(request, sid)
 
     async def lines() -> AsyncIterator[bytes]:
         seq = 0
         while rows := ledger.bodies_after(seq, query):
-            yield "".join(body + "\n" for _, body in rows).encode()
+            yield "".join(body + "\n" for _, body in rows if shown(body)).encode()
             seq = rows[-1][0]
             await asyncio.sleep(0)  # one page per loop turn
 

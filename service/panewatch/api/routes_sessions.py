@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
@@ -25,7 +25,7 @@ from ..engine import (
     WorktreeSpec,
 )
 from ..sinks import transcript as transcripts
-from .deps import actor_of, engine_of, require_token
+from .deps import actor_of, engine_of, require_token, users_of, visible, who_of
 from .models import AnswerBody, NewSession, RenameBody, ResizeBody, SendBody
 
 router = APIRouter(dependencies=[Depends(require_token)])
@@ -43,7 +43,7 @@ async def agents(engine: E) -> AgentList:
 
 
 @router.post("/api/sessions", status_code=201, tags=["sessions"])
-async def create_session(body: NewSession, engine: E, actor: By) -> SessionInfo:
+async def create_session(body: NewSession, engine: E, actor: By, request: Request) -> SessionInfo:
     spec = SessionSpec(
         agent=body.agent,
         command=body.command,
@@ -56,12 +56,20 @@ async def create_session(body: NewSession, engine: E, actor: By) -> SessionInfo:
         host=HostKind.acp if body.kind == SessionKind.acp else body.host,
         worktree=WorktreeSpec(body.worktree.repo, body.worktree.branch, body.worktree.base) if body.worktree else None,
     )
-    return await engine.create(spec, actor=actor, node=body.node or None)
+    users, who = users_of(request), who_of(request)
+    if body.users and users is not None:
+        for name in body.users:
+            users.get(name)  # an unknown user is a 404 before anything starts
+    info = await engine.create(spec, actor=actor, node=body.node or None)
+    if body.users and users is not None:  # the creator keeps seeing what it started
+        users.restrict(info.id, {*body.users, *([who.user] if who.user else [])})
+    return info
 
 
 @router.get("/api/sessions", tags=["sessions"])
-async def list_sessions(engine: E) -> SessionList:
-    return SessionList(sessions=await engine.list())
+async def list_sessions(engine: E, request: Request) -> SessionList:
+    """Every session this caller may see (one restricted to other users is left out)."""
+    return SessionList(sessions=[s for s in await engine.list() if visible(request, s.id)])
 
 
 @router.get("/api/sessions/{sid}", tags=["sessions"])

@@ -17,7 +17,7 @@ from starlette.websockets import WebSocketState
 
 from ..engine import ScreenFrame
 from ..errors import UnknownSession
-from .deps import engine_of, ws_admit
+from .deps import engine_of, visible, ws_admit
 
 log = logging.getLogger("panewatch.api")
 
@@ -32,7 +32,12 @@ async def ws_state(ws: WebSocket) -> None:
 
     async def sender() -> None:
         async for event in stream:
-            await ws.send_json(event.as_dict())
+            shown = event.as_dict()
+            if isinstance(sid := _session_of(shown), str) and not visible(ws, sid):
+                continue  # restricted to other users: not even its existence
+            if shown["type"] == "snapshot":
+                shown["sessions"] = [s for s in shown["sessions"] if visible(ws, s["id"])]
+            await ws.send_json(shown)
 
     try:
         await run_until_closed(ws, sender())
@@ -58,6 +63,12 @@ async def ws_screen(ws: WebSocket, sid: str) -> None:
             await ws.send_json(frame.model_dump(mode="json"))
 
     await run_until_closed(ws, sender())
+
+
+def _session_of(event: dict[str, Any]) -> object:
+    """The session id an event is about (``session`` is an id, or a whole record with one)."""
+    found = event.get("session")
+    return found.get("id") if isinstance(found, dict) else found
 
 
 async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> None:

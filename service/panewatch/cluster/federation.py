@@ -40,6 +40,8 @@ from ..engine import (
     Sent,
     SessionInfo,
     SessionSpec,
+    TerminalChannel,
+    watch_terminal,
 )
 from ..engine.events import Created, Deleted, Event, EventHub, Output, Renamed, Snapshot, StateChanged
 from ..errors import Conflict, InvalidRequest, StartupRefused, Unavailable, UnknownSession
@@ -82,7 +84,7 @@ class ClusterEngine:
     """Every node's sessions behind ``EngineAPI``."""
 
     def __init__(self, local: Engine, link: NodeLink) -> None:
-        self.local = local
+        self._local = local
         self.link = link
         self.node = link.node
         self.hub = EventHub()
@@ -94,6 +96,11 @@ class ClusterEngine:
         self._unsubscribe = local.subscribe(self._on_local_event)
         link.session_listeners.append(self._on_remote_session)
         link.node_listeners.append(self._on_node)
+
+    @property
+    def local(self) -> Engine:
+        """This node's own engine (``EngineAPI.local``)."""
+        return self._local
 
     @property
     def reports(self) -> ReportDesk:
@@ -327,6 +334,13 @@ class ClusterEngine:
         if node is None:
             return await self.local.screens(sid, interval=interval, styles=styles)
         return self._frames(node, sid, {"interval": interval, "styles": styles})
+
+    async def terminal(self, sid: str, *, actor: Actor) -> TerminalChannel:
+        """A local session's terminal; another node's pane watched read-only from its frames."""
+        node = self._owner(sid)
+        if node is None:
+            return await self.local.terminal(sid, actor=actor)
+        return watch_terminal(self._frames(node, sid, {"interval": 0.1, "styles": True}))
 
     async def conversations(self, sid: str, *, interval: float = 0.1) -> AsyncIterator[ConversationView]:
         node = self._owner(sid)

@@ -1,8 +1,9 @@
 """The engine: every session of one server behind one async, typed contract (``EngineAPI``).
 
 The API, the cluster, the lab and the benchmark use what this package exports and nothing
-else of it: the local ``Engine``, the contract, its read models and inputs, and the typed
-events. The modules whose names start with ``_`` are its private parts.
+else of it: the local ``Engine``, the contract, its read models and inputs, the typed events,
+and ``watch_terminal`` (another node's pane as a read-only terminal channel). The modules
+whose names start with ``_`` are its private parts.
 """
 
 from ..hosts.base import HostKind
@@ -10,7 +11,8 @@ from ..states import SessionKind
 from ..worktrees import Changes, FileChange, WorktreeInfo, WorktreeSpec
 from ._facade import Engine
 from ._options import EngineOptions
-from .contract import EngineAPI, ReportDesk
+from ._repaint import watch_terminal
+from .contract import EngineAPI, NodeEngine, ReportDesk, TerminalChannel
 from .events import Event, EventStream
 from .models import (
     Actor,
@@ -48,6 +50,7 @@ __all__ = [
     "Explanation",
     "FileChange",
     "HostKind",
+    "NodeEngine",
     "Prompt",
     "ReportDesk",
     "ScreenFrame",
@@ -56,6 +59,8 @@ __all__ = [
     "SessionInfo",
     "SessionKind",
     "SessionSpec",
+    "TerminalChannel",
     "WorktreeInfo",
     "WorktreeSpec",
+    "watch_terminal",
 ]

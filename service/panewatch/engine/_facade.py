@@ -32,15 +32,13 @@ from ..states import State
 from ..worktrees import Changes
 from . import _acp, _streams
 from ._context import EngineContext, Hosts, Reach
-from ._guard import cursor_line
-from ._launch import check_size
 from ._options import EngineOptions
 from ._parts import Parts, build_parts
-from ._restore import NO_REGISTRY
+from ._restore import info_of
 from ._sessions import AcpSession, AnySession, TerminalSession
 from ._views import agents_view, explain_view, prompt_view, screen_view
-from .contract import ReportDesk
-from .events import Acted, Action, Deleted, EventHub, EventStream, Listener, Notified, Renamed, Reported, Snapshot
+from .contract import ReportDesk, TerminalChannel
+from .events import Deleted, EventHub, EventStream, Listener, Notified, Renamed, Reported, Snapshot
 from .models import (
     Actor,
     AgentList,
@@ -97,6 +95,11 @@ class Engine:
         return self
 
     @property
+    def local(self) -> Engine:
+        """This node's engine: itself."""
+        return self
+
+    @property
     def _p(self) -> Parts:
         if self._parts is None:
             raise Unavailable("the engine is not running")
@@ -131,6 +134,7 @@ class Engine:
         self._tasks.clear()
         if self._parts is not None:
             await self._parts.policy.stop()
+            self._parts.terminals.close()
             self._parts.guard.keys.flush_all()
             await self._close_all(self._parts)
         for each in self.hosts:
@@ -213,10 +217,7 @@ class Engine:
 
     def _view(self, session: AnySession) -> SessionInfo:
         """A session's info; a lost one also says whether Resume can bring it back, or why not."""
-        if session.decision.state != State.lost:
-            return session.info()
-        restorer = self._p.restorer
-        return session.info(restorer.offer(session) if restorer is not None else NO_REGISTRY)
+        return info_of(session, self._p.restorer)
 
     def info(self, sid: str) -> SessionInfo:
         """``get`` within one loop turn (the cluster's event handlers read it)."""
@@ -271,10 +272,8 @@ class Engine:
         return info
 
     async def resize(self, sid: str, rows: int, cols: int, *, actor: Actor) -> SessionInfo:
-        check_size(rows, cols)
         session = self._session(sid)
-        self._p.feed.resize(session, rows, cols)
-        self.hub.publish(Acted(sid, Action.resize, actor, f"{rows}x{cols}"))
+        self._p.terminals.resize(session, rows, cols, actor)  # the pages watching it are told
         return session.info()
 
     async def resume(self, sid: str, *, actor: Actor) -> SessionInfo:
@@ -360,22 +359,13 @@ class Engine:
         self.keys(sid, data, actor)
 
     def keys(self, sid: str, data: bytes, actor: Actor) -> None:
-        """``write_keys`` within one loop turn (the terminal channel types through it)."""
+        """``write_keys`` within one loop turn (a lab's evaluator types through it)."""
         self._p.guard.type_keys(self._session(sid), data, actor)
 
-    def typing(self, sid: str) -> dict[str, Any]:
-        """What a keystroke from the terminal needs, as fresh as ``screen`` at a fraction of its
-        cost: the state (read again only if anything moved) and the cursor's row and line."""
-        session = self._session(sid)
-        decision = self._p.feed.classify_if_moved(session)
-        row, line = cursor_line(session)
-        return {
-            "state": str(decision.state),
-            "rule": decision.decided_by,
-            "since": decision.since,
-            "row": row,
-            "line": line,
-        }
+    async def terminal(self, sid: str, *, actor: Actor) -> TerminalChannel:
+        """A page's terminal on the session: its history, a repaint, then live output; its keys
+        typed through the guard's held-keys rule (``_terminal.Channel``)."""
+        return self._p.terminals.open(sid, actor)
 
     # -- read models -----------------------------------------------------------------------
     async def screen(self, sid: str, *, styles: bool = False) -> ScreenView:
@@ -383,7 +373,7 @@ class Engine:
         return self.screen_now(sid, styles=styles)
 
     def screen_now(self, sid: str, *, styles: bool = False) -> ScreenView:
-        """``screen`` within one loop turn (the terminal channel's repaint needs it so)."""
+        """``screen`` within one loop turn."""
         session = self._session(sid)
         self._p.feed.classify(session)
         return screen_view(session, self.store, styles=styles)

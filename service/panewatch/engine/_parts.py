@@ -15,6 +15,7 @@ from ._launch import Launcher
 from ._policy import PolicyRunner
 from ._restore import Restorer
 from ._table import Sessions
+from ._terminal import Terminals
 from ._worktree import Worktrees
 
 
@@ -30,10 +31,12 @@ class Parts:
     keeper: Keeper | None
     restorer: Restorer | None
     policy: PolicyRunner
+    terminals: Terminals
 
 
 def build_parts(ctx: EngineContext, registry: Registry | None, policy: PolicyStore) -> Parts:
-    """Every part, each given the context and the parts below it; the policy listens on the hub."""
+    """Every part, each given the context and the parts below it; the policy and the terminals
+    listen on the hub."""
     table = Sessions(ctx)
     feed = Feed(ctx, table)
     launcher = Launcher(ctx, table, feed, Worktrees(ctx))
@@ -42,4 +45,5 @@ def build_parts(ctx: EngineContext, registry: Registry | None, policy: PolicySto
     guard = Guard(ctx, feed)
     runner = PolicyRunner(ctx, table, feed, guard, policy)
     ctx.hub.listen(runner.on_event)  # decides blocked asks
-    return Parts(ctx, table, feed, launcher, guard, keeper, restorer, runner)
+    terminals = Terminals(ctx, table, feed, guard, restorer)  # keeps every pane's output from its first byte
+    return Parts(ctx, table, feed, launcher, guard, keeper, restorer, runner, terminals)

@@ -18,7 +18,7 @@ import re
 from ..errors import Conflict, InvalidRequest, UnknownSession
 from ..panes.asks import Request, same_subject, screen_request
 from ..policy import Asked, PolicyAction, PolicyStore, Ruling
-from ..states import State
+from ..states import RequestSource, State
 from ._context import EngineContext
 from ._feed import Feed
 from ._guard import Guard
@@ -41,7 +41,7 @@ ACP_KINDS = {PolicyAction.allow: "allow_once", PolicyAction.deny: "reject_once"}
 def _screen_agrees(session: TerminalSession, ctx: EngineContext, request: Request) -> str | None:
     """Why the screen does not show ``request`` (None: its prompt reads the same subject and tool)."""
     pane = session.pane
-    if request.source != "hook":
+    if request.source != RequestSource.hook:
         return f"the request is read off the screen alone ({request.source})"
     if request.disagrees:
         return request.disagrees
@@ -152,19 +152,18 @@ class PolicyRunner:
             return
         ruling = self.store.decide(self._asked(session, why is None))
         if why is not None and ruling.rule is not None and ruling.action == PolicyAction.ask:
-            ruling = Ruling(ruling.action, ruling.rule, f"{ruling.reason}: {why}")
+            ruling = ruling.held(f"{ruling.reason}: {why}")
         if ruling.acts and self.store.paused:
-            ruling = Ruling(
-                PolicyAction.ask, ruling.rule, f"the policy is paused (it would {ruling.action}: {ruling.reason})"
-            )
+            ruling = ruling.held(f"the policy is paused (it would {ruling.action}: {ruling.reason})")
         option, pid = self._option(session, ruling) if ruling.acts else (None, None)
         if ruling.acts and option is None:
-            ruling = Ruling(
-                PolicyAction.ask, ruling.rule, f"the prompt has no option to {ruling.action} once: a person decides"
-            )
+            ruling = ruling.held(f"the prompt has no option to {ruling.action} once: a person decides")
         self.store.record(ruling)
+        would = str(ruling.would) if ruling.would else None
         self.ctx.hub.publish(
-            PolicyDecided(sid, ruling.rule, str(ruling.action), ruling.reason, session.request(), self.ctx.wall())
+            PolicyDecided(
+                sid, ruling.rule, str(ruling.action), ruling.reason, session.request(), self.ctx.wall(), would
+            )
         )
         log.info("policy %s by %s: %s", ruling.action, ruling.rule, ruling.reason, extra={"session": sid})
         if option is not None:

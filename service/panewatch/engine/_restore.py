@@ -46,6 +46,13 @@ def _kind(name: str) -> HostKind:
         return HostKind.pty
 
 
+def info_of(session: AnySession, restorer: Restorer | None) -> SessionInfo:
+    """A session's info; a lost one also says whether Resume can bring it back, or why not."""
+    if session.decision.state != State.lost:
+        return session.info()
+    return session.info(restorer.offer(session) if restorer is not None else NO_REGISTRY)
+
+
 class Restorer:
     """Restore at start, resume on request."""
 

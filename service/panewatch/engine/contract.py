@@ -6,6 +6,12 @@ and mypy checks both against it. A capability one of them lacks is still a metho
 raises a domain error that says why (the local engine's ``create`` on another node is an
 ``InvalidRequest``). Every write names its ``Actor``.
 
+A page's terminal (``terminal``) is a channel, not a call: a ``TerminalChannel`` carries the
+pane's output out and the page's keys in, as terminado's terminal manager does for a socket.
+
+``local`` is this node's own engine (the local engine: itself), for what listens to this
+node's events in-process (the ledger, Web Push, /metrics) and its approval policy.
+
 Reports are the exception, and a separate protocol (``ReportDesk``): an agent's hooks report to
 the node that runs it, through the report socket's handler, which answers in one loop turn, and
 the HTTP door decides from a request's head alone whether a report token is right.
@@ -13,14 +19,16 @@ the HTTP door decides from a request's head alone whether a report token is righ
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..panes.signals import Report
+from ..policy import PolicyStore
+from ..sinks.notify import Notifier
 from ..states import State
 from ..worktrees import Changes
-from .events import EventStream
+from .events import EventStream, Listener
 from .models import (
     Actor,
     AgentList,
@@ -38,7 +46,7 @@ from .models import (
     SessionSpec,
 )
 
-__all__ = ["EngineAPI", "ReportDesk"]
+__all__ = ["EngineAPI", "NodeEngine", "ReportDesk", "TerminalChannel"]
 
 
 class ReportDesk(Protocol):
@@ -58,12 +66,48 @@ class ReportDesk(Protocol):
         """The session's state now (what a report's answer says it is after the report)."""
 
 
+class TerminalChannel(Protocol):
+    """One page's terminal on one session (the dashboard's xterm.js widget): out, the pane's
+    recent output, a repaint of its screen, then live output as bytes, with JSON messages
+    (dicts: ``hello``, ``ready``, ``size``, ``state``); in, the page's messages (``input``,
+    ``release``, ``resize``), each answered (``held``, ``released``, ``error``) or not."""
+
+    def messages(self) -> AsyncIterator[bytes | dict[str, Any]]:
+        """What goes to the page, until the session is deleted (then ``UnknownSession``)."""
+
+    async def input(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One message from the page; the reply, if any (a refusal says why in an ``error``)."""
+
+    def close(self) -> None:
+        """The page went away (keys it held back are dropped)."""
+
+
+class NodeEngine(Protocol):
+    """This node's own engine, in-process: its events as they happen, its policy, its notifier."""
+
+    @property
+    def policy(self) -> PolicyStore: ...
+
+    @property
+    def notifier(self) -> Notifier: ...
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Every typed event, synchronously, output bytes included; returns the unsubscriber."""
+
+    def prompt_now(self, sid: str) -> Prompt | None:
+        """``prompt`` within one loop turn (from inside the event that made the session blocked)."""
+
+
 class EngineAPI(Protocol):
     """Sessions: created, read, written and deleted; their screens, events and streams."""
 
     @property
     def reports(self) -> ReportDesk:
         """This node's report desk."""
+
+    @property
+    def local(self) -> NodeEngine:
+        """This node's own engine (the local engine: itself)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def prepare(self) -> None:
@@ -147,6 +191,9 @@ class EngineAPI(Protocol):
         """Keystrokes a person typed into a terminal they see (not guarded, but logged)."""
 
     # -- streams --------------------------------------------------------------------------------
+    async def terminal(self, sid: str, *, actor: Actor) -> TerminalChannel:
+        """A page's terminal on the session (another node's: watched, read-only)."""
+
     async def events(self, *, size: int = 1000, heartbeat: float | None = 15.0) -> EventStream:
         """State-level events: a snapshot, then each event; ``close()`` it when done."""
 

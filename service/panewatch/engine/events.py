@@ -183,6 +183,7 @@ class PolicyDecided:
     reason: str
     request: RequestView | None
     at: float  # wall clock
+    would: str | None = None  # allow | deny: what the rule would have done where it did not act
     type = "policy"
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,6 +195,7 @@ class PolicyDecided:
             "reason": self.reason,
             "request": self.request.model_dump(mode="json") if self.request else None,
             "at": self.at,
+            "would": self.would,
         }
 
 

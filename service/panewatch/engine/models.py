@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..hosts.base import HostKind
-from ..states import Decision, SessionKind, Source, State
+from ..states import Decision, RequestSource, SessionKind, Source, State
 from ..worktrees import WorktreeInfo, WorktreeSpec
 
 __all__ = [
@@ -77,9 +77,10 @@ class Actor(_Model):
     kind: ActorKind
     id: str = Field(max_length=200)
     name: str = Field(max_length=200)
+    user: str | None = Field(None, max_length=200, description="a device's user", exclude_if=lambda u: u is None)
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.name}"
+        return f"{self.kind} {self.name}" + (f" of {self.user}" if self.user else "")
 
 
 # --- what to launch ----------------------------------------------------------------------------
@@ -127,7 +128,7 @@ class RequestView(_Model):
     subject: str | None
     subject_kind: str | None  # "command" | "path" | "url"
     detail: str | None
-    source: Literal["hook", "acp", "screen"]
+    source: RequestSource
     disagrees: str | None  # the screen reads another subject than the agent's own request
 
 

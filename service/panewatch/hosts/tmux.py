@@ -199,18 +199,24 @@ def _proc_stat(pid: int) -> list[bytes] | None:
     return raw[raw.rfind(b")") + 2 :].split()
 
 
-def pane_marker(session: str) -> str:
+def folder_tag(state_dir: Path) -> str:
+    """A short name of the state folder: servers of other folders share the process table and the
+    cgroup tree, so what a server finds its agents by names its folder too."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(state_dir))).hexdigest()[:8]
+
+
+def pane_marker(tag: str, session: str) -> str:
     """The marker variable's value in an agent's environment (``proctree.MARKER_VAR``): derived
-    from the session id, so a server that adopts the pane after a restart finds its processes too."""
-    return f"tmux.{session}"
+    from the state folder (``folder_tag``) and the session id, so a server that adopts the pane
+    after a restart finds its processes too, and a server of another folder with a session of the
+    same id never kills them (two test workers did: the same ids, one marker)."""
+    return f"tmux.{tag}.{session}"
 
 
 def cgroup_name(state_dir: Path, session: str) -> str:
-    """The pane's cgroup, derived from the session id like its marker, and from the state folder:
-    servers of other folders share the cgroup tree (the path is also kept in a window option, for
-    a server whose own cgroup moved)."""
-    folder = hashlib.sha256(os.fsencode(os.path.realpath(state_dir))).hexdigest()[:8]
-    return f"tmux-{folder}-{session}"
+    """The pane's cgroup, derived from the state folder and the session id like its marker (the
+    path is also kept in a window option, for a server whose own cgroup moved)."""
+    return f"tmux-{folder_tag(state_dir)}-{session}"
 
 
 #: The shared reaper's stop-rescan-kill without records: tmux agents are no children of the server
@@ -218,7 +224,7 @@ def cgroup_name(state_dir: Path, session: str) -> str:
 _REAPER = Reaper(None, cgroups=False)
 
 
-def kill_tree(session: str, root: int | None, cgroup: tuple[Cgroups, Path] | None = None) -> int:
+def kill_tree(session: str, marker: str, root: int | None, cgroup: tuple[Cgroups, Path] | None = None) -> int:
     """Kill every process of an agent: its cgroup whole (frozen, then killed: nothing forks out of
     it), its tree by the parent chain and whatever carries its marker (a ``setsid`` grandchild
     whose parent died); returns how many (proctree, blocking). The emptied cgroup is removed."""
@@ -226,7 +232,7 @@ def kill_tree(session: str, root: int | None, cgroup: tuple[Cgroups, Path] | Non
     if cgroup is not None:
         cgroups, path = cgroup
         killed += len(cgroups.kill_all(path))
-    killed += _REAPER.kill(Containment(session, pane_marker(session), None, root), include_root=root is not None)
+    killed += _REAPER.kill(Containment(session, marker, None, root), include_root=root is not None)
     if cgroup is not None:
         _remove_cgroup(cgroup[1])
     return killed
@@ -241,9 +247,9 @@ def _remove_cgroup(path: Path) -> None:
     log.warning("could not remove the cgroup %s: a process in it did not die", path)
 
 
-def tree_members(session: str, root: int | None) -> set[int]:
+def tree_members(session: str, marker: str, root: int | None) -> set[int]:
     """The processes ``kill_tree`` would kill now."""
-    return _REAPER.members(Containment(session, pane_marker(session), None, root), include_root=root is not None)
+    return _REAPER.members(Containment(session, marker, None, root), include_root=root is not None)
 
 
 @dataclass(frozen=True)
@@ -590,6 +596,7 @@ class TmuxPane:
         self.contained = False  # the pane's process is a sandbox (``panewatch.procs.sandbox``), the agent inside
         self.cgroup: Path | None = None  # the pane's own cgroup, when the host could make one
         self._agent_pid: int | None = None
+        self.marker = pane_marker(host.folder_tag, session)  # what its processes carry (MARKER_VAR)
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -847,7 +854,7 @@ class TmuxPane:
         exited by itself: its daemons), then the window goes: nothing of the agent is left in
         tmux or in the process table."""
         if not self.exited and self._pid is not None:
-            pids = await asyncio.to_thread(tree_members, self.session, self._pid)
+            pids = await asyncio.to_thread(tree_members, self.session, self.marker, self._pid)
             if self.contained:
                 self.signal(signals.SIGHUP)
                 self.signal(signals.SIGCONT)
@@ -861,15 +868,15 @@ class TmuxPane:
             # the root (tmux resumes a stopped pane process, SIGCONT to its group), and a root
             # still running when its children die exits 137 instead of being killed; the
             # reaper's rescan then ends whatever was forked meanwhile (it carries the marker)
-            tree = await asyncio.to_thread(tree_members, self.session, self._pid)
+            tree = await asyncio.to_thread(tree_members, self.session, self.marker, self._pid)
             self._kill({self._pid}, signals.SIGKILL)
             self._kill(tree, signals.SIGKILL)
-            await asyncio.to_thread(kill_tree, self.session, self._pid, self.host._cgroup_of(self))
+            await asyncio.to_thread(kill_tree, self.session, self.marker, self._pid, self.host._cgroup_of(self))
             deadline = self.host.loop.time() + 2.0
             while not self.exited and self.host.loop.time() < deadline:
                 await asyncio.sleep(0.01)
         elif self.cgroup is not None:  # exited by itself: what it left running is still in its cgroup
-            await asyncio.to_thread(kill_tree, self.session, None, self.host._cgroup_of(self))
+            await asyncio.to_thread(kill_tree, self.session, self.marker, None, self.host._cgroup_of(self))
         await self.host._kill_window(self)
         return self.returncode
 
@@ -934,6 +941,7 @@ class TmuxHost:
         cgroups: bool = True,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.folder_tag = folder_tag(self.state_dir)
         self.sandbox = sandbox
         self._want_cgroups = cgroups
         self.cgroups: Cgroups | None = None  # found at start: a cgroup per pane where one can be made
@@ -1303,7 +1311,7 @@ class TmuxHost:
         tmux's command line applies and nothing of the server's environment leaks in."""
         if "=" in os.path.basename(argv[0]):
             argv[0] = os.path.abspath(argv[0])  # env(1) would take NAME=VALUE for a variable
-        env = {**spec.env, MARKER_VAR: pane_marker(spec.session)}
+        env = {**spec.env, MARKER_VAR: pane_marker(self.folder_tag, spec.session)}
         assignments = [f"{k}={v}" for k, v in env.items() if k and "=" not in k and "\0" not in k + v]
         folder = self.state_dir / LAUNCH_DIR
         folder.mkdir(mode=0o700, exist_ok=True)
@@ -1388,7 +1396,11 @@ class TmuxHost:
                     cgroup = self._trusted_cgroup(session, info.cgroup)
                     root = info.pid if info.pid and not info.dead else None
                     await asyncio.to_thread(
-                        kill_tree, session, root, (self.cgroups, cgroup) if cgroup and self.cgroups else None
+                        kill_tree,
+                        session,
+                        pane_marker(self.folder_tag, session),
+                        root,
+                        (self.cgroups, cgroup) if cgroup and self.cgroups else None,
                     )
                     try:
                         await self.control.command(f"kill-window -t {info.window_id}")  # type: ignore[union-attr]

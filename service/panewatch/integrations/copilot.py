@@ -28,7 +28,7 @@ from typing import Any
 from ..access.report_socket import REPORT_COMMAND
 from ..panes.asks import from_tool
 from ..panes.signals import Report
-from ..states import State
+from ..states import RequestSource, State
 from .base import UnknownPayload, is_plain, plain_report, private_temp_folder, runs_directly
 
 log = logging.getLogger("panewatch.integrations")
@@ -119,7 +119,7 @@ class CopilotIntegration:
         if event == "permissionRequest":
             memo["permission_requested_at"] = now
             given = payload.get("tool_input")
-            request = from_tool(tool, given if isinstance(given, Mapping) else None, "hook")
+            request = from_tool(tool, given if isinstance(given, Mapping) else None, RequestSource.hook)
             return Report(State.blocked, event, now, f"asks permission to use {tool or 'a tool'}", request)
         if event == "notification":
             return _notification(payload, now, memo)

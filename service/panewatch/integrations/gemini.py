@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..access.report_socket import REPORT_COMMAND
-from ..panes.asks import Request
+from ..panes.asks import Request, from_tool
 from ..panes.signals import Report
 from ..sinks.notify import clean
-from ..states import State
+from ..states import RequestSource, State
 from .base import event_report, merged_hooks, private_temp_folder, runs_directly, switches_user
 
 log = logging.getLogger("panewatch.integrations")
@@ -46,6 +46,8 @@ GEMINI_EVENTS: dict[str, State | None] = {
 }
 #: Notification types that mean a prompt waits for the user.
 BLOCKING_NOTIFICATIONS = {"ToolPermission"}
+#: The edit confirmations' titles (``details.title``, 0.61.0) by tool: both are of type "edit".
+EDIT_TITLES = {"Confirm Write:": "write_file", "Confirm Edit:": "replace"}
 #: Milliseconds Gemini waits for a hook (curl gives up after 2 s).
 HOOK_TIMEOUT_MS = 5000
 #: Files Gemini may create in ``~/.gemini`` later: linked even before they exist, so that a first
@@ -135,6 +137,24 @@ class GeminiIntegration:
             if kind not in BLOCKING_NOTIFICATIONS:
                 return None
             message = str(payload.get("message") or kind)[:200]
-            return Report(State.blocked, f"Notification:{kind}", now, message, Request(clean(message, 200), "hook"))
+            return Report(State.blocked, f"Notification:{kind}", now, message, permission_request(payload, message))
         report, _event = event_report(payload, now, GEMINI_EVENTS, "Gemini CLI")
         return report
+
+
+def permission_request(payload: Mapping[str, Any], message: str) -> Request:
+    """What a ToolPermission notification asks: its ``details`` are the confirmation's own (a shell
+    command, or the file an edit or a write touches, made relative to ``cwd`` as the dialog shows
+    it); a kind it does not describe (MCP, info) says only the message."""
+    details = payload.get("details")
+    details = details if isinstance(details, Mapping) else {}
+    kind, title = details.get("type"), str(details.get("title") or "")
+    if kind == "exec" and isinstance(details.get("command"), str):
+        return from_tool("run_shell_command", {"command": details["command"]}, RequestSource.hook)
+    if kind == "edit" and isinstance(details.get("filePath"), str):
+        path, cwd = details["filePath"], payload.get("cwd")
+        if isinstance(cwd, str) and cwd and os.path.isabs(path) and Path(path).is_relative_to(cwd):
+            path = os.path.relpath(path, cwd)
+        tool = next((name for prefix, name in EDIT_TITLES.items() if title.startswith(prefix)), None)
+        return from_tool(tool, {"file_path": path}, RequestSource.hook)
+    return Request(clean(message, 200), RequestSource.hook)

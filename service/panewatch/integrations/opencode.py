@@ -26,7 +26,7 @@ from typing import Any
 
 from ..panes.asks import from_tool
 from ..panes.signals import Report
-from ..states import State
+from ..states import RequestSource, State
 from .base import UnknownPayload, is_plain, plain_report, private_temp_folder, runs_directly
 
 log = logging.getLogger("panewatch.integrations")
@@ -117,7 +117,7 @@ class OpencodeIntegration:
         state = OPENCODE_EVENTS[event]
         if event == "permission.asked":
             tool, found = _request(payload)
-            request = from_tool(tool, found, "hook")
+            request = from_tool(tool, found, RequestSource.hook)
             return Report(state, event, now, f"asks permission to use {request.tool or 'a tool'}", request)
         tool = payload.get("tool")
         detail = f"{event} {tool}" if isinstance(tool, str) and tool else event

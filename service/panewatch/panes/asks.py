@@ -15,10 +15,11 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..manifest import CompiledManifest, RequestRead, TextRead, region_lines
 from ..sinks.notify import clean
+from ..states import RequestSource
 
 __all__ = [
     "Request",
@@ -31,7 +32,6 @@ __all__ = [
     "screen_request",
 ]
 
-Source = Literal["hook", "acp", "screen"]
 QUESTION_MAX = 200
 TOOL_MAX = 64
 SUBJECT_MAX = 1000
@@ -55,7 +55,7 @@ class Request:
     """What a blocked pane asks (``request`` in the API, beside ``prompt.options``)."""
 
     question: str
-    source: Source
+    source: RequestSource
     tool: str | None = None
     subject: str | None = None
     subject_kind: str | None = None  # "command" | "path" | "url"
@@ -94,7 +94,12 @@ def _subject_text(value: Any) -> str | None:
 
 
 def from_tool(
-    tool: str | None, tool_input: Mapping[str, Any] | None, source: Source, *, question: str = "", detail: str = ""
+    tool: str | None,
+    tool_input: Mapping[str, Any] | None,
+    source: RequestSource,
+    *,
+    question: str = "",
+    detail: str = "",
 ) -> Request:
     """A request from a tool's name and its input (a hook payload's, an ACP tool call's)."""
     subject = kind = None
@@ -118,7 +123,7 @@ def from_permission(payload: Mapping[str, Any]) -> Request:
     return from_tool(
         tool if isinstance(tool, str) else None,
         tool_input if isinstance(tool_input, Mapping) else None,
-        "hook",
+        RequestSource.hook,
     )
 
 
@@ -140,7 +145,7 @@ def from_acp(title: str, tool_kind: str, detail: str) -> Request:
     subject = _block(detail.splitlines()) if detail.strip() else None
     return Request(
         _line(title, QUESTION_MAX) or "Allow this tool call?",
-        "acp",
+        RequestSource.acp,
         _line(tool_kind, TOOL_MAX) or None,
         subject,
         kind if subject else None,
@@ -190,7 +195,12 @@ def from_screen(read: RequestRead, lines: Sequence[str]) -> Request | None:
     if not question and not subject:
         return None
     return Request(
-        question or f"Allow {tool or 'this'}?", "screen", tool, subject, kind, _line(detail, DETAIL_MAX) or None
+        question or f"Allow {tool or 'this'}?",
+        RequestSource.screen,
+        tool,
+        subject,
+        kind,
+        _line(detail, DETAIL_MAX) or None,
     )
 
 
@@ -222,8 +232,8 @@ def merged(structured: Request | None, screen: Request | None) -> Request | None
     if screen is None:
         return structured
     if structured.subject is None and screen.subject:
-        # a report that only says *that* something is asked (Gemini's ToolPermission names no
-        # tool or command): what is shown is the screen's reading, and says so (``source``
+        # a report that only says *that* something is asked (Gemini's ToolPermission for an MCP
+        # tool names no subject): what is shown is the screen's reading, and says so (``source``
         # "screen": the policy never takes it for a structured request)
         return Request(**{**screen.__dict__, "detail": screen.detail or structured.detail})
     if structured.subject and screen.subject and not same_subject(structured.subject, screen.subject):

@@ -17,8 +17,9 @@ from typing import Any
 
 from ..manifest import CompiledManifest, region_lines
 
-#: An option row: "❯ 1. Yes", "  2. Yes, and don't ask again…", "│ 3) No │", "› 1. Allow".
-OPTION_ROW = re.compile(r"^\s*(?:│\s*)?([❯›>▶])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$")
+#: An option row: "❯ 1. Yes", "  2. Yes, and don't ask again…", "│ 3) No │", "› 1. Allow",
+#: "│ ● 1. Allow once │" (Gemini CLI marks its selected row with a dot).
+OPTION_ROW = re.compile(r"^\s*(?:│\s*)?([❯›>▶●])?\s*(\d{1,2})[.)]\s+(.*?)\s*(?:│\s*)?$")
 #: The selected row of a menu without numbers: "❯ No, exit" (Claude's trust dialog).
 MARKED_ROW = re.compile(r"^(\s*(?:│\s*)?)([❯›▶]) (\S.*?)\s*(?:│\s*)?$")
 UP, DOWN, ENTER = "\x1b[A", "\x1b[B", "\r"

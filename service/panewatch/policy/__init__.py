@@ -176,6 +176,14 @@ class Ruling:
     action: PolicyAction
     rule: str | None
     reason: str
+    #: What the rule would have done (allow or deny) where it did not act: a dry run, a request
+    #: not confirmed as the agent's own, a paused policy: the page says "the policy would allow this".
+    would: PolicyAction | None = None
+
+    def held(self, reason: str) -> Ruling:
+        """This ruling left to a person (``ask``), saying why, and what it would have done."""
+        would = self.action if self.acts else self.would
+        return Ruling(PolicyAction.ask, self.rule, reason, would)
 
     @property
     def acts(self) -> bool:
@@ -238,10 +246,12 @@ class Policy:
             if not c.matches(asked):
                 continue
             rule = c.rule
-            action = PolicyAction.suggest if rule.dry_run and rule.action in ("allow", "deny") else rule.action
+            if rule.dry_run and rule.action in ("allow", "deny"):
+                return Ruling(PolicyAction.suggest, c.rid, rule.reason, PolicyAction(rule.action))
+            action = PolicyAction(rule.action)
             if action in (PolicyAction.allow, PolicyAction.deny) and not asked.trusted and not rule.screen_only:
                 why = f"rule {c.rid} would {rule.action} ({rule.reason}), but the request is not the agent's own"
-                return Ruling(PolicyAction.ask, c.rid, why + " request confirmed by the screen")
+                return Ruling(PolicyAction.ask, c.rid, why + " request confirmed by the screen", action)
             return Ruling(action, c.rid, rule.reason)
         return NO_RULE
 

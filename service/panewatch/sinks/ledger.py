@@ -163,8 +163,9 @@ def _deleted(event: Deleted) -> _Row | None:
 
 
 def _policy(event: Any) -> _Row | None:
-    """``PolicyDecided(session, rule, action, reason, request, at)``: every decision of the
-    policy, ``ask`` and ``suggest`` too (its allow or deny is answered as an ``Acted`` too)."""
+    """``PolicyDecided(session, rule, action, reason, request, at, would)``: every decision of the
+    policy, ``ask`` and ``suggest`` too (its allow or deny is answered as an ``Acted`` too); one
+    that did not act says what the rule would have done."""
     request = event.request
     return {
         "session": event.session,
@@ -173,7 +174,7 @@ def _policy(event: Any) -> _Row | None:
         "request": None if request is None else request.model_dump(mode="json"),
         "rule": event.rule,
         "reason": event.reason,
-        "detail": str(event.action),
+        "detail": f"{event.action}: the policy would {event.would} this" if event.would else str(event.action),
     }
 
 

@@ -263,6 +263,8 @@ class Pusher:
         self._tasks = Background()
         self.counts = {"sent": 0, "failed": 0, "retried": 0, "removed": 0, "suppressed": 0, "escalated": 0}
         self.counts["receipts"] = 0
+        #: whether a device may see a session (a session restricted to other users is not pushed to it)
+        self.may_see: Callable[[str, str], bool] = lambda device, session: True
         if db is not None:
             names = ", ".join(_COLUMNS + _COUNTERS)
             for row in db.execute(f"SELECT {names} FROM push_subscriptions ORDER BY created"):
@@ -361,7 +363,7 @@ class Pusher:
         prompt_id = str(prompt["id"]) if prompt and prompt.get("id") else None
         targets, suppressed = [], 0
         for sub in self._subs.values():
-            if self._backup(sub):
+            if self._backup(sub) or not self.may_see(sub.device, note.session):
                 continue
             if self._shown_on(sub.device, note.session):
                 suppressed += 1

@@ -1,0 +1,107 @@
+"""The approval policy of ``test_live_policy.py`` (one file, a rule allowing ``ls``) on the real
+Codex and Gemini CLIs: their own permission hooks give the request (Codex's PermissionRequest,
+Gemini's ToolPermission notification with the confirmation's details), the screen's dialog must
+read the same command, and only then does the rule answer. A compound command stays a person's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from live import Live, live_server
+from panewatch_lab.agent_scenario import last_turn
+from panewatch_lab.loopback import LoopbackServer
+from test_live_agents import AGENTS, _lab, settled, shows, state_is, wait_turn
+from test_live_claude import Events
+from test_live_policy import POLICY
+
+pytestmark = pytest.mark.live
+
+#: Each task asks the model's shell for one command (Codex: escalated, so it asks). Gemini never
+#: asks for `ls` (its own list of safe commands), so there the rule that answers is the one for
+#: `touch notes.txt`, from the same policy file.
+ALLOWED = {"codex": ("task:listing", "ls", "ls -la"), "gemini": ("task:touch", "touch-txt", "touch notes.txt")}
+SCENARIO = """
+description = "the approval policy on Codex and Gemini"
+
+[[steps]]
+id = "listing"
+task = "task:listing"
+shell = "ls -la"
+
+[[steps]]
+id = "touch"
+task = "task:touch"
+shell = "touch notes.txt"
+
+[[steps]]
+id = "compound"
+task = "task:compound"
+shell = "ls; rm -rf build"
+"""
+
+
+def _policy_event(sid: str, action: str) -> Any:
+    return lambda e: e.get("type") == "policy" and e.get("session") == sid and e.get("action") == action
+
+
+@pytest.mark.parametrize("agent", ["codex", "gemini"])
+async def test_the_policy_allowing_ls_answers_ls_la_and_leaves_a_compound_command_to_a_person(
+    agent: str, tmp_path: Path
+) -> None:
+    lab, binary = _lab(agent)
+    (tmp_path / "scenario.toml").write_text(SCENARIO)
+    (tmp_path / "policy.toml").write_text(POLICY)
+    (tmp_path / "project" / "build").mkdir(parents=True)
+    with LoopbackServer(lab.mock(tmp_path / "scenario.toml")) as mock:
+        async with live_server(socket=True, policy_file=tmp_path / "policy.toml") as live, live.ws("/ws/state") as ws:
+            events = Events(ws)
+            try:
+                await _run(agent, live, events, mock, lab, binary, tmp_path)
+            finally:
+                events.close()
+
+
+async def _run(agent: str, live: Live, events: Events, mock: LoopbackServer, lab: Any, binary: str, work: Path) -> None:
+    env = lab.prepare(work / "home", work / "project", mock.url)
+    s = await live.create(
+        agent=agent, command=lab.argv(binary, work / "project"), cwd=str(work / "project"), env=env, rows=32, cols=120
+    )
+    sid = s["id"]
+    await shows(live, sid, AGENTS[agent]["ready"], 40)
+    await state_is(live, sid, "idle", 10)
+    await settled(live, sid)
+
+    # the agent's hook and its dialog agree on a command a rule allows: the rule answers "yes, once"
+    task, rule, command = ALLOWED[agent]
+    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": task})
+    assert r.status_code == 200, r.text
+    decided = await events.wait(_policy_event(sid, "allow"), 40)
+    assert decided["rule"] == rule and decided["request"]["source"] == "hook", decided
+    assert decided["request"]["subject"] == command, decided
+    await wait_turn(mock, "done", 2, 30)  # the command's result went back to the model
+    assert [e["state"] for e in events.states(sid)].count("blocked") >= 1, "the CLI asked, the policy answered"
+    await state_is(live, sid, "idle", 20)
+    ledger = (await live.http.get("/api/ledger", params={"session": sid})).json()["entries"]
+    row = next(e for e in ledger if e["action"] == "answer")
+    assert row["actor"]["kind"] == "policy" and row["took"] is True, row
+
+    # `ls; rm -rf build`: the same rule does not cover it; the dialog waits for a person
+    mark = len(events.seen)
+    before = last_turn(mock.records()).requests
+    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:compound"})
+    assert r.status_code == 200, r.text
+    asked = await events.wait(_policy_event(sid, "ask"), 40, after=mark)
+    assert asked["rule"] is None and asked["request"]["subject"] == "ls; rm -rf build", asked
+    await shows(live, sid, AGENTS[agent]["asked"], 20)
+    assert (await live.http.get(f"/api/sessions/{sid}")).json()["state"] == "blocked"
+    assert (work / "project" / "build").is_dir()  # nobody answered
+    prompt = (await live.http.get(f"/api/sessions/{sid}/screen")).json()["prompt"]
+    no = next(o["option"] for o in prompt["options"] if o["label"].lower().startswith("no"))
+    r = await live.http.post(f"/api/sessions/{sid}/answer", json={"option": no, "confirm": True})
+    assert r.status_code == 200 and r.json()["took"] is True, r.text
+    await state_is(live, sid, "idle", 30)
+    assert (work / "project" / "build").is_dir()
+    assert last_turn(mock.records()).requests > before
