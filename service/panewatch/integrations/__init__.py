@@ -2,7 +2,9 @@
 
 An integration adds what the agent needs at launch (Claude Code: ``--settings``; Codex: ``-c``
 overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
-file of its own) and reads the agent's own
+file of its own; Cline: an overlay ``CLINE_DIR``;
+opencode: a plugin in ``OPENCODE_CONFIG_CONTENT``;
+Copilot CLI: a ``--plugin-dir`` plugin) and reads the agent's own
 reports (hook payloads) into a :class:`~panewatch.panes.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
@@ -16,8 +18,11 @@ from typing import Any
 from ..panes.signals import Report
 from .base import Integration, UnknownPayload, is_plain, plain_report
 from .claude import ClaudeIntegration
+from .cline import ClineIntegration
 from .codex import CodexIntegration
+from .copilot import CopilotIntegration
 from .gemini import GeminiIntegration
+from .opencode import OpencodeIntegration
 from .qwen import QwenIntegration
 
 INTEGRATIONS: dict[str, Integration] = {
@@ -25,6 +30,9 @@ INTEGRATIONS: dict[str, Integration] = {
     "codex": CodexIntegration(),
     "gemini": GeminiIntegration(),
     "qwen": QwenIntegration(),
+    "cline": ClineIntegration(),
+    "opencode": OpencodeIntegration(),
+    "copilot": CopilotIntegration(),
 }
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's
