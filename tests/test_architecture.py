@@ -1,8 +1,9 @@
 """The package's shape, read from the package itself: its import graph (every import, those under
 ``TYPE_CHECKING`` and inside functions included), which modules are private (a leading
 underscore), what the API may use (the engine's ``__all__`` and no private module), the size
-budget (500 lines a module, 60 a function). Nothing here is a hand-kept list of modules but the
-edge modules issue 26 still splits, and that list may only shrink."""
+budget (500 lines a module, 60 a function), and that docs/architecture.md's module table names
+every module and nothing else. Nothing here is a hand-kept list of modules but the edge modules
+issue 26 still splits (none now), and that list may only shrink."""
 
 from __future__ import annotations
 
@@ -170,3 +171,38 @@ def test_no_function_passes_60_lines() -> None:
                 if length > FUNCTION_LINES:
                     long.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
     assert long == []
+
+
+DOC = PACKAGE.parent.parent / "docs" / "architecture.md"
+
+
+def _documented() -> set[str]:
+    """What the note's module table names in its first column (paths from ``service/panewatch``;
+    a bare file name after a folder in the same cell is in that folder when it is there:
+    `policy/` (`_x.py`))."""
+    named: set[str] = set()
+    for row in DOC.read_text().splitlines():
+        if not row.startswith("| `"):
+            continue
+        folder = ""
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            if "/" in name:
+                folder = name[: name.rindex("/") + 1]
+                named.add(name)
+            else:
+                named.add(folder + name if folder and (PACKAGE / folder / name).exists() else name)
+    return named
+
+
+def test_the_architecture_notes_table_names_every_module_and_only_modules_that_exist() -> None:
+    named = _documented()
+    gone = sorted(n for n in named if not (PACKAGE / n.rstrip("/")).exists())
+    assert not gone, f"docs/architecture.md names what is not in the package: {gone}"
+
+    def said(path: str) -> bool:
+        parts = path.split("/")
+        return path in named or any("/".join(parts[:i]) + "/" in named for i in range(1, len(parts)))
+
+    files = sorted(p.relative_to(PACKAGE).as_posix() for p in modules().values() if p.name != "__init__.py")
+    unsaid = [f for f in files if not said(f)]
+    assert not unsaid, f"modules docs/architecture.md does not say: {unsaid}"
