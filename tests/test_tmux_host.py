@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -386,3 +387,32 @@ def test_seed_bytes_paint_an_alternate_screen() -> None:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_tmux_usable_names_what_is_missing() -> None:
     assert tmux_usable("no-such-tmux-binary") is not None and "not installed" in tmux_usable("no-such-tmux-binary")
+
+
+@pytest.mark.integration
+async def test_start_and_spawn_start_no_process_on_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+    """Issue 26 item 4, spawning never blocks the loop: every process the host starts (``tmux -V``
+    in ``check_ready``, the server, the control client, the spawn's tmux call) is forked in a
+    worker thread, never on the loop's."""
+    loop_thread = threading.get_ident()
+    started: list[tuple[list[str], int]] = []
+    real = subprocess.Popen
+
+    class Recorded(real):  # type: ignore[valid-type,misc]
+        def __init__(self, args, *rest, **kwargs) -> None:
+            started.append(([str(a) for a in args], threading.get_ident()))
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    h = TmuxHost(tmp_path / "state")
+    try:
+        await h.start()
+        await h.spawn(spec("offloop", sys.executable, "-c", "import time; time.sleep(30)"), Sink())
+    finally:
+        await h.stop()
+        await h.kill_server()
+    argvs = [argv for argv, _ in started]
+    assert any("-V" in argv for argv in argvs), "tmux -V was seen"
+    assert any("-C" in argv for argv in argvs), "the control client was seen"
+    assert any("new-session" in argv for argv in argvs), "the spawn's tmux call was seen"
+    assert [argv[:4] for argv, thread in started if thread == loop_thread] == []

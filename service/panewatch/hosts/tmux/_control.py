@@ -62,7 +62,8 @@ class ControlClient:
         the loop's fd callbacks (cheaper than a stream task: one read per wake-up, no futures)."""
         self._loop = loop = asyncio.get_running_loop()
         try:
-            self._proc = subprocess.Popen(
+            self._proc = await asyncio.to_thread(  # the fork and exec off the loop
+                subprocess.Popen,
                 self.argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -127,7 +127,7 @@ class TmuxHost:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.check_ready()
+        await asyncio.to_thread(self.check_ready)  # runs tmux -V: never on the loop
         if self.sandbox is not None:
             await self.sandbox.start()
         if self._want_cgroups:
