@@ -45,15 +45,21 @@ MAX_ROUNDS = 50
 # --- /proc ----------------------------------------------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, ppid) of a process, None if it is gone."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """Fields of /proc/<pid>/stat after the command name (index 0 is the state, 1 the ppid, 5 the
+    terminal's foreground process group), None if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1])
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, ppid) of a process, None if it is gone."""
+    fields = stat_fields(pid)
+    return None if fields is None else (fields[0].decode(), int(fields[1]))
 
 
 def all_pids() -> list[int]:

@@ -17,16 +17,6 @@ from ..base import LaunchSpec
 log = logging.getLogger("panewatch.hosts.tmux")
 
 
-def _proc_stat(pid: int) -> list[bytes] | None:
-    """Fields of /proc/<pid>/stat after the command name (index 0 is the state)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return raw[raw.rfind(b")") + 2 :].split()
-
-
 def folder_tag(state_dir: Path) -> str:
     """A short name of the state folder: servers of other folders share the process table and the
     cgroup tree, so what a server finds its agents by names its folder too."""

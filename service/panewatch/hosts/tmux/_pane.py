@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ...procs.proctree import Cgroups, live, signal_groups
+from ...procs.proctree import Cgroups, live, signal_groups, stat_fields
 from ...procs.sandbox import agent_in_sandbox
 from ..base import PaneSink, WriteRefused
 from ._control import ControlClient, Reply
-from ._kill import _proc_stat, kill_tree, pane_marker, tree_members
+from ._kill import kill_tree, pane_marker, tree_members
 from ._protocol import (
     INFO_FORMAT,
     OPT_PASTE,
@@ -244,7 +244,7 @@ class TmuxPane:
         """``tpgid`` of the pane's first process: its terminal's foreground group, no fork."""
         if self._pid is None or self.exited:
             return None
-        fields = _proc_stat(self._pid)
+        fields = stat_fields(self._pid)
         if fields is None:
             return None
         tpgid = int(fields[5])
@@ -321,7 +321,7 @@ class TmuxPane:
                 if info.dead or attempt > 10:
                     break
             else:
-                fields = _proc_stat(self._pid or 0)
+                fields = stat_fields(self._pid or 0)
                 if fields is None and info.dead and attempt > 10:
                     break  # reaped without a status tmux could give
                 if fields is not None and fields[0] == b"Z" and attempt % 10 == 9:
