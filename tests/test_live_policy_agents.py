@@ -5,6 +5,7 @@ read the same command, and only then does the rule answer. A compound command st
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ shell = "ls -la"
 id = "touch"
 task = "task:touch"
 shell = "touch notes.txt"
+
+[[steps]]
+id = "remove"
+task = "task:remove"
+shell = "rm -rf build"
 
 [[steps]]
 id = "compound"
@@ -105,3 +111,67 @@ async def _run(agent: str, live: Live, events: Events, mock: LoopbackServer, lab
     await state_is(live, sid, "idle", 30)
     assert (work / "project" / "build").is_dir()
     assert last_turn(mock.records()).requests > before
+
+
+#: A rule that refuses: Codex asks "No, and tell Codex what to do differently", so the refusal
+#: comes with the rule's reason, typed where Codex waits for it.
+DENY = """
+[[rules]]
+id = "no-rm"
+tool = "Bash"
+subject = '^rm -rf [a-z]+$'
+action = "deny"
+reason = "nothing is deleted without a person"
+"""
+
+
+async def test_a_deny_on_codex_refuses_and_tells_codex_why(tmp_path: Path) -> None:
+    lab, binary = _lab("codex")
+    (tmp_path / "scenario.toml").write_text(SCENARIO)
+    (tmp_path / "policy.toml").write_text(DENY)
+    (tmp_path / "project" / "build").mkdir(parents=True)
+    with LoopbackServer(lab.mock(tmp_path / "scenario.toml")) as mock:
+        async with live_server(socket=True, policy_file=tmp_path / "policy.toml") as live, live.ws("/ws/state") as ws:
+            events = Events(ws)
+            try:
+                env = lab.prepare(tmp_path / "home", tmp_path / "project", mock.url)
+                s = await live.create(
+                    agent="codex",
+                    command=lab.argv(binary, tmp_path / "project"),
+                    cwd=str(tmp_path / "project"),
+                    env=env,
+                    rows=32,
+                    cols=120,
+                )
+                sid = s["id"]
+                await shows(live, sid, AGENTS["codex"]["ready"], 40)
+                await state_is(live, sid, "idle", 10)
+                await settled(live, sid)
+                r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:remove"})
+                assert r.status_code == 200, r.text
+                decided = await events.wait(_policy_event(sid, "deny"), 40)
+                assert decided["rule"] == "no-rm" and decided["request"]["subject"] == "rm -rf build", decided
+                # the reason reaches the model as the user's next words
+                deadline = asyncio.get_running_loop().time() + 30
+                while not any("Refused by policy rule no-rm" in str(r.get("task")) for r in mock.records()):
+                    assert asyncio.get_running_loop().time() < deadline, mock.records()
+                    await asyncio.sleep(0.1)
+                await state_is(live, sid, "idle", 30)
+                assert (tmp_path / "project" / "build").is_dir()
+                # the rule's two rows: its answer, and the words it typed (the ledger writes them as they come)
+                deadline = asyncio.get_running_loop().time() + 10
+                while True:
+                    ledger = (await live.http.get("/api/ledger", params={"session": sid})).json()["entries"]
+                    by_policy = [
+                        (e["action"], e.get("took"))
+                        for e in ledger
+                        if e["actor"]["kind"] == "policy" and e["action"] in ("answer", "send")
+                    ]
+                    if len(by_policy) >= 2 or asyncio.get_running_loop().time() > deadline:
+                        break
+                    await asyncio.sleep(0.1)
+                assert by_policy == [("answer", True), ("send", None)], [
+                    (e["action"], e["actor"]["kind"]) for e in ledger
+                ]
+            finally:
+                events.close()

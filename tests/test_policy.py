@@ -288,6 +288,39 @@ async def test_codexs_approval_modal_is_answered_yes_proceed_once(tmp_path, tool
         assert answers == [b"1"]  # "1. Yes, proceed (y)", not "2. Yes, and don't ask again"
 
 
+#: Codex back at its composer after the approval (the real CLI, 32x120).
+CODEX_IDLE = (FIXTURES / "codex/0.171.0/idle-after-answer-32x120.raw").read_bytes()
+
+
+async def test_a_deny_on_codex_refuses_then_types_the_rules_reason_where_codex_asks_why(tmp_path) -> None:
+    """Codex's refusal is "No, and tell Codex what to do differently": it waits at its composer
+    for words, and the policy types its rule's reason there, through the guarded send."""
+    async with memory_rig(policy=_policy_file(tmp_path, rule("deny"))) as rig:
+        events: list[Event] = []
+        rig.engine.subscribe(events.append)
+        info = await rig.engine.create(SessionSpec(agent="codex", command=["agent"], rows=32, cols=120), actor=TESTER)
+        agent = rig.host.handles[info.id]
+        typed: list[bytes] = []
+
+        def on_input(data: bytes) -> None:
+            if data == b"3":  # "3. No, and tell Codex what to do differently (esc)"
+                agent.emit(b"\x1b[2J\x1b[H" + CODEX_IDLE)
+            typed.append(data)
+
+        agent.on_input = on_input
+        agent.emit(CODEX_BASH)
+        rig.engine.report(info.id, clean_report(HOOK))
+        for _ in range(200):
+            await rig.settle()
+            rig.clock.advance(0.05)
+            if any(isinstance(e, Acted) and e.action == "send" for e in events):
+                break
+        sends = [e for e in events if isinstance(e, Acted) and e.action == "send"]
+        keys = [d for d in typed if not d.startswith(b"\x1b")]  # not the engine's answers to the screen's queries
+        assert keys[0] == b"3" and len(sends) == 1 and sends[0].actor.kind == "policy", keys
+        assert b"Refused by policy rule r-deny: because" in b"".join(keys[1:]), keys
+
+
 async def test_a_byte_perfect_copy_of_claudes_dialog_without_a_hook_is_not_answered(tmp_path) -> None:
     async with memory_rig(policy=_policy_file(tmp_path, rule("allow"))) as rig:
         sid, agent, events = await _blocked_claude(rig, hook=None)

@@ -16,6 +16,7 @@ import logging
 import re
 
 from ..errors import Conflict, InvalidRequest, UnknownSession
+from ..manifest import RequestRead
 from ..panes.asks import Request, same_subject, screen_request
 from ..policy import Asked, PolicyAction, PolicyStore, Ruling
 from ..states import RequestSource, State
@@ -184,14 +185,23 @@ class PolicyRunner:
             found = next((o.option for o in prompt.options if o.option is not None and pattern.search(o.label)), None)
         return found, prompt.id
 
-    def _label_pattern(self, session: TerminalSession, action: PolicyAction) -> re.Pattern[str] | None:
+    def _tells_why(self, session: TerminalSession) -> bool:
+        """Whether the blocked rule's manifest says its agent waits for words after a refusal."""
+        found = self._request_rule(session)
+        return found is not None and found.tell_why
+
+    def _request_rule(self, session: TerminalSession) -> RequestRead | None:
         pane = session.pane
         manifest = pane.manifest(self.ctx.store)
         rule = pane.verdict.rule
         found = next((c.rule for c in manifest.rules if c.rule.name == rule), None) if manifest else None
-        if found is None or found.request is None:
+        return found.request if found is not None else None
+
+    def _label_pattern(self, session: TerminalSession, action: PolicyAction) -> re.Pattern[str] | None:
+        found = self._request_rule(session)
+        if found is None:
             return None
-        text = found.request.approve_once if action == PolicyAction.allow else found.request.refuse
+        text = found.approve_once if action == PolicyAction.allow else found.refuse
         return re.compile(text) if text else None
 
     async def _answer(
@@ -201,6 +211,7 @@ class PolicyRunner:
         to be the one decided on (and still trusted, unless a screen-only rule decided)."""
         actor = Actor(kind=ActorKind.policy, id=ruling.rule or "policy", name=ruling.reason[:200])
         expected = session.request()
+        tell_why = isinstance(session, TerminalSession) and self._tells_why(session)
 
         def still() -> str | None:  # run by the guard right before it writes
             if session.request() != expected:
@@ -216,3 +227,22 @@ class PolicyRunner:
             return
         if not result.took:
             log.warning("the policy's %s did not take", ruling.action, extra={"session": session.id})
+        elif ruling.action == PolicyAction.deny and isinstance(session, TerminalSession) and tell_why:
+            await self._tell_why(session, actor, ruling)
+
+    async def _tell_why(self, session: TerminalSession, actor: Actor, ruling: Ruling) -> None:
+        """After a refusal the agent waits for the user's words: the rule's reason is typed there,
+        through the guarded send, once the agent is back at its input (bounded: ``DRAWN_S``)."""
+        clock = self.ctx.clock
+        until = clock.time() + DRAWN_S
+        while self.feed.classify_if_moved(session).state != State.idle:
+            if clock.time() >= until:
+                log.warning(
+                    "the policy's reason was not typed: the agent did not wait for words", extra={"session": session.id}
+                )
+                return
+            await clock.sleep(0.05)
+        try:
+            await self.guard.send(session, f"Refused by policy rule {ruling.rule}: {ruling.reason}", actor)
+        except (Conflict, InvalidRequest, UnknownSession) as exc:
+            log.warning("the policy's reason was not typed: %s", exc, extra={"session": session.id})

@@ -77,6 +77,9 @@ class RequestRead(BaseModel):
     #: approves this request once, and the one that refuses it.
     approve_once: str | None = None
     refuse: str | None = None
+    #: After the refusing option, the agent waits for the user's words (Codex's "No, and tell
+    #: Codex what to do differently"): a policy ``deny`` types its rule's reason there.
+    tell_why: bool = False
 
     @field_validator("approve_once", "refuse")
     @classmethod
