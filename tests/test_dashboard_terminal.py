@@ -41,9 +41,15 @@ DASHBOARD_LAYOUT = "cards"
 CAPTURES = REPO / "fixtures" / "claude" / "2.1.332"
 
 
+#: The window in which keys typed after a prompt appeared are held back: 1 s by default, wider here
+#: so that keys the test types as soon as the page shows the prompt still arrive within it on a
+#: loaded machine (at load 5 they came more than 1 s after the pane turned blocked).
+HOLD_MS = 4000
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    with dashboard_server("term", ARTIFACTS / "server-logs") as srv:
+    with dashboard_server("term", ARTIFACTS / "server-logs", extra=["--hold-keys-ms", str(HOLD_MS)]) as srv:
         yield srv
 
 
@@ -211,7 +217,7 @@ def test_claude_like_agent_interrupted_with_esc_and_dialog_driven_by_arrows(page
     page.keyboard.press("Enter")
     expect(badge).to_have_text("blocked")
     expect(card.locator(".options button.selected")).to_have_text("1. Yes")
-    page.wait_for_timeout(1200)  # past the held-back guard: the user has seen the dialog
+    page.wait_for_timeout(HOLD_MS + 200)  # past the held-back guard: the user has seen the dialog
     page.keyboard.press("ArrowDown")
     expect(card.locator(".options button.selected")).to_have_text("2. Yes, and don't ask again")
     page.keyboard.press("ArrowDown")
@@ -314,7 +320,7 @@ def test_keys_typed_right_after_a_prompt_appears_are_held_back(page, server: Ser
     expect(notice).to_be_hidden()
     expect(card.locator(".result")).to_have_text("Dropped the held-back keys.")
     assert cursor_line(server, sid) == "Again? [y/N]"
-    page.wait_for_timeout(1100)  # once the prompt has been up for a second, keys go through
+    page.wait_for_timeout(HOLD_MS + 100)  # once the prompt has been up that long, keys go through
     card.locator(".screen .xterm").click()
     page.keyboard.type("n")
     page.keyboard.press("Enter")

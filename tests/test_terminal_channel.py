@@ -13,8 +13,7 @@ import pytest
 
 from engine_support import TESTER, memory_rig
 from panes_support import PROMPT
-from panewatch.engine import ScreenFrame, watch_terminal
-from panewatch.engine._guard import HOLD_S
+from panewatch.engine import EngineOptions, ScreenFrame, watch_terminal
 from panewatch.engine._repaint import REMOTE_READ_ONLY
 from panewatch.engine._terminal import CLIENT_BACKLOG, META_INTERVAL_S
 from panewatch.engine.models import Cursor, Size
@@ -94,7 +93,7 @@ async def test_keys_typed_right_after_a_prompt_are_held_until_the_user_says(rig)
     assert bytes(agent.input) == b"1\r"
     await channel.input({"type": "input", "data": "2"})
     assert await channel.input({"type": "release"}) == {"type": "released", "sent": False, "bytes": 1}
-    rig.clock.advance(HOLD_S)  # the user has seen the prompt by now
+    rig.clock.advance(EngineOptions().hold_keys_ms / 1000)  # the user has seen the prompt by now
     assert await channel.input({"type": "input", "data": "2"}) is None
     assert bytes(agent.input) == b"1\r2"
 

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
         description="change: big repaints classified shortly after output pauses, the rest every sweep_ms; "
         "sweep: everything every sweep_ms",
     )
+    hold_keys_ms: int = Field(
+        1000,
+        ge=0,
+        le=60_000,
+        description="keys typed into a terminal this soon after its pane turned blocked are held back until confirmed",
+    )
     settle_ms: int = Field(40, ge=5, le=5000, description="change mode: quiet time before classifying")
     cap_ms: int = Field(150, ge=10, le=10_000, description="change mode: longest wait while output never pauses")
     change_bytes: int = Field(

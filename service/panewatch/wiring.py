@@ -36,6 +36,7 @@ def options_of(settings: Settings) -> EngineOptions:
         cap_ms=settings.cap_ms,
         change_bytes=settings.change_bytes,
         report_freshness=settings.report_freshness_s,
+        hold_keys_ms=settings.hold_keys_ms,
         backend=settings.backend,
         transcripts=Path(settings.transcripts) if settings.transcripts else None,
         transcript_max_bytes=settings.transcript_max_bytes,

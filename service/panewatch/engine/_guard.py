@@ -3,8 +3,8 @@ an answer, and an answer is checked to have taken. A refused write says why (``C
 with the decision it saw; ``NotReadingInput`` when the agent does not read its input).
 
 Keys a person types into a terminal they see go through unguarded, with one rule: keys that
-arrive within ``HOLD_S`` of the pane turning blocked were typed before the user could have
-seen the prompt, so they are held until the user says "send anyway" or "drop".
+arrive within ``hold_keys_ms`` (1 s by default) of the pane turning blocked were typed before the
+user could have seen the prompt, so they are held until the user says "send anyway" or "drop".
 
 Every write names who does it; the guard logs it and announces it (``Acted``), a refused one
 too, with what the actor saw (the request, the screen) and, for an answer, whether it took.
@@ -35,8 +35,6 @@ log = logging.getLogger("panewatch.engine")
 
 #: /send: an Enter followed by this much silence is pressed once more.
 ENTER_RETRY_S = 0.8
-#: Keys typed this soon after the pane turned blocked are held back.
-HOLD_S = 1.0
 
 
 def prompt_reacted(before: list[str], cursor_row: int, screen: Any) -> bool:
@@ -401,11 +399,11 @@ class Guard:
 
     def hold(self, session: AnySession, typing: Typing, now: float) -> bool:
         """Whether keys typed now are to be held back: the pane turned blocked less than
-        ``HOLD_S`` ago, and the "prompt" is not the user's own typing (``read -p "Go? [y/N]"``
+        ``hold_keys_ms`` ago, and the "prompt" is not the user's own typing (``read -p "Go? [y/N]"``
         typed at a shell matches the yes/no rule as it is typed; a real prompt comes on a new
         line, or replaces the line)."""
         decision = self.feed.classify_if_moved(session)
-        if decision.state != State.blocked or now - decision.since >= HOLD_S:
+        if decision.state != State.blocked or now - decision.since >= self.ctx.options.hold_keys_ms / 1000:
             return False
         return not self._own_echo(session, typing.at)
 

@@ -18,6 +18,8 @@ class EngineOptions:
     cap_ms: int = 150
     change_bytes: int = 256
     report_freshness: float = 60.0
+    #: keys typed into a terminal this soon after its pane turned blocked are held back
+    hold_keys_ms: int = 1000
     manifest_check_s: float = 1.0
     backend: str = "auto"
     transcripts: Path | None = None
