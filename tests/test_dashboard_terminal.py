@@ -102,9 +102,14 @@ def type_in(page, sid: str, text: str) -> None:
 
 
 def ask(page, sid: str, command: str) -> None:
-    """Type a command that asks a question into the card's terminal and run it: the card turns blocked."""
+    """Type a command that asks a question into the card's terminal and run it: the card turns
+    blocked once the question itself is on its own line — the command's echo (`read -p "Sure?
+    [y/N]"` as it is typed) can read blocked for a moment before the command even runs."""
     type_in(page, sid, command)
     page.keyboard.press("Enter")
+    question = re.search(r'read (?:-s )?-p "([^"]*?)\s*"', command)
+    assert question is not None, command
+    wait_for_line(page, sid, "^" + re.escape(question.group(1)))
     expect(card_of(page, sid).locator(".badge-state")).to_have_text("blocked")
 
 

@@ -79,7 +79,7 @@ def test_a_viewer_sees_what_is_asked_but_no_answer_buttons_or_tools(browser, ser
         expect(page.locator("body")).to_have_attribute("data-role", "viewer")
         row = page.locator(f'.row[data-id="{sid}"]')
         expect(row.locator(".row-ask")).to_contain_text("Do you want to proceed?")  # it sees what is asked
-        assert row.locator(".row-options button").count() >= 1  # drawn, and not offered:
+        expect(row.locator(".row-options button").first).to_be_attached()  # drawn, and not offered:
         expect(row.locator(".row-options")).to_be_hidden()
         row.locator(".row-open").click()
         card = page.locator(f'#detail .card[data-id="{sid}"]')
