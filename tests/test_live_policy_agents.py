@@ -6,6 +6,8 @@ read the same command, and only then does the rule answer. A compound command st
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,33 +55,41 @@ def _policy_event(sid: str, action: str) -> Any:
     return lambda e: e.get("type") == "policy" and e.get("session") == sid and e.get("action") == action
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini"])
-async def test_the_policy_allowing_ls_answers_ls_la_and_leaves_a_compound_command_to_a_person(
-    agent: str, tmp_path: Path
-) -> None:
+@asynccontextmanager
+async def _ready(agent: str, work: Path, policy: str) -> AsyncIterator[tuple[Live, Events, LoopbackServer, str]]:
+    """The real CLI on its lab mock, launched through a real server with ``policy``, once its
+    input box is up and quiet: (server, its state events, the mock, the session id)."""
     lab, binary = _lab(agent)
-    (tmp_path / "scenario.toml").write_text(SCENARIO)
-    (tmp_path / "policy.toml").write_text(POLICY)
-    (tmp_path / "project" / "build").mkdir(parents=True)
-    with LoopbackServer(lab.mock(tmp_path / "scenario.toml")) as mock:
-        async with live_server(socket=True, policy_file=tmp_path / "policy.toml") as live, live.ws("/ws/state") as ws:
+    (work / "scenario.toml").write_text(SCENARIO)
+    (work / "policy.toml").write_text(policy)
+    (work / "project" / "build").mkdir(parents=True)
+    with LoopbackServer(lab.mock(work / "scenario.toml")) as mock:
+        async with live_server(socket=True, policy_file=work / "policy.toml") as live, live.ws("/ws/state") as ws:
             events = Events(ws)
             try:
-                await _run(agent, live, events, mock, lab, binary, tmp_path)
+                env = lab.prepare(work / "home", work / "project", mock.url)
+                project = work / "project"
+                s = await live.create(
+                    agent=agent, command=lab.argv(binary, project), cwd=str(project), env=env, rows=32, cols=120
+                )
+                sid = s["id"]
+                await shows(live, sid, AGENTS[agent]["ready"], 40)
+                await state_is(live, sid, "idle", 10)
+                await settled(live, sid)
+                yield live, events, mock, sid
             finally:
                 events.close()
 
 
-async def _run(agent: str, live: Live, events: Events, mock: LoopbackServer, lab: Any, binary: str, work: Path) -> None:
-    env = lab.prepare(work / "home", work / "project", mock.url)
-    s = await live.create(
-        agent=agent, command=lab.argv(binary, work / "project"), cwd=str(work / "project"), env=env, rows=32, cols=120
-    )
-    sid = s["id"]
-    await shows(live, sid, AGENTS[agent]["ready"], 40)
-    await state_is(live, sid, "idle", 10)
-    await settled(live, sid)
+@pytest.mark.parametrize("agent", ["codex", "gemini"])
+async def test_the_policy_allowing_ls_answers_ls_la_and_leaves_a_compound_command_to_a_person(
+    agent: str, tmp_path: Path
+) -> None:
+    async with _ready(agent, tmp_path, POLICY) as (live, events, mock, sid):
+        await _run(agent, live, events, mock, sid, tmp_path)
 
+
+async def _run(agent: str, live: Live, events: Events, mock: LoopbackServer, sid: str, work: Path) -> None:
     # the agent's hook and its dialog agree on a command a rule allows: the rule answers "yes, once"
     task, rule, command = ALLOWED[agent]
     r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": task})
@@ -126,52 +136,28 @@ reason = "nothing is deleted without a person"
 
 
 async def test_a_deny_on_codex_refuses_and_tells_codex_why(tmp_path: Path) -> None:
-    lab, binary = _lab("codex")
-    (tmp_path / "scenario.toml").write_text(SCENARIO)
-    (tmp_path / "policy.toml").write_text(DENY)
-    (tmp_path / "project" / "build").mkdir(parents=True)
-    with LoopbackServer(lab.mock(tmp_path / "scenario.toml")) as mock:
-        async with live_server(socket=True, policy_file=tmp_path / "policy.toml") as live, live.ws("/ws/state") as ws:
-            events = Events(ws)
-            try:
-                env = lab.prepare(tmp_path / "home", tmp_path / "project", mock.url)
-                s = await live.create(
-                    agent="codex",
-                    command=lab.argv(binary, tmp_path / "project"),
-                    cwd=str(tmp_path / "project"),
-                    env=env,
-                    rows=32,
-                    cols=120,
-                )
-                sid = s["id"]
-                await shows(live, sid, AGENTS["codex"]["ready"], 40)
-                await state_is(live, sid, "idle", 10)
-                await settled(live, sid)
-                r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:remove"})
-                assert r.status_code == 200, r.text
-                decided = await events.wait(_policy_event(sid, "deny"), 40)
-                assert decided["rule"] == "no-rm" and decided["request"]["subject"] == "rm -rf build", decided
-                # the reason reaches the model as the user's next words
-                deadline = asyncio.get_running_loop().time() + 30
-                while not any("Refused by policy rule no-rm" in str(r.get("task")) for r in mock.records()):
-                    assert asyncio.get_running_loop().time() < deadline, mock.records()
-                    await asyncio.sleep(0.1)
-                await state_is(live, sid, "idle", 30)
-                assert (tmp_path / "project" / "build").is_dir()
-                # the rule's two rows: its answer, and the words it typed (the ledger writes them as they come)
-                deadline = asyncio.get_running_loop().time() + 10
-                while True:
-                    ledger = (await live.http.get("/api/ledger", params={"session": sid})).json()["entries"]
-                    by_policy = [
-                        (e["action"], e.get("took"))
-                        for e in ledger
-                        if e["actor"]["kind"] == "policy" and e["action"] in ("answer", "send")
-                    ]
-                    if len(by_policy) >= 2 or asyncio.get_running_loop().time() > deadline:
-                        break
-                    await asyncio.sleep(0.1)
-                assert by_policy == [("answer", True), ("send", None)], [
-                    (e["action"], e["actor"]["kind"]) for e in ledger
-                ]
-            finally:
-                events.close()
+    async with _ready("codex", tmp_path, DENY) as (live, events, mock, sid):
+        r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:remove"})
+        assert r.status_code == 200, r.text
+        decided = await events.wait(_policy_event(sid, "deny"), 40)
+        assert decided["rule"] == "no-rm" and decided["request"]["subject"] == "rm -rf build", decided
+        # the reason reaches the model as the user's next words
+        deadline = asyncio.get_running_loop().time() + 30
+        while not any("Refused by policy rule no-rm" in str(r.get("task")) for r in mock.records()):
+            assert asyncio.get_running_loop().time() < deadline, mock.records()
+            await asyncio.sleep(0.1)
+        await state_is(live, sid, "idle", 30)
+        assert (tmp_path / "project" / "build").is_dir()
+        # the rule's two rows: its answer, and the words it typed (the ledger writes them as they come)
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            ledger = (await live.http.get("/api/ledger", params={"session": sid})).json()["entries"]
+            by_policy = [
+                (e["action"], e.get("took"))
+                for e in ledger
+                if e["actor"]["kind"] == "policy" and e["action"] in ("answer", "send")
+            ]
+            if len(by_policy) >= 2 or asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert by_policy == [("answer", True), ("send", None)], [(e["action"], e["actor"]["kind"]) for e in ledger]

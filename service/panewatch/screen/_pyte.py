@@ -34,6 +34,11 @@ REP_CELLS_PER_BYTE = 4
 REP_BURST = 16384
 
 
+def _kept(modes: tuple[int, ...], private: bool) -> tuple[int, ...]:
+    """The modes pyte is to act on: private ones it misreads (``_IGNORED_PRIVATE_MODES``) dropped."""
+    return tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES) if private else modes
+
+
 class PaneScreen(DrawingScreen):
     """pyte's screen with tolerant CSI handlers, an alternate screen and answered queries."""
 
@@ -264,10 +269,9 @@ class PaneScreen(DrawingScreen):
     # -- alternate screen ----------------------------------------------------------------
     def set_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
-        if private:
-            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
-            if not modes:
-                return
+        modes = _kept(modes, private)
+        if not modes:
+            return
         wanted = {m << 5 for m in modes} if private else set()
         if wanted & ALT_SCREEN_MODES and self._saved_main is None:
             if 1049 << 5 in wanted:
@@ -284,10 +288,9 @@ class PaneScreen(DrawingScreen):
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
         private = kwargs.get("private", False)
-        if private:
-            modes = tuple(m for m in modes if m not in _IGNORED_PRIVATE_MODES)
-            if not modes:
-                return
+        modes = _kept(modes, private)
+        if not modes:
+            return
         wanted = {m << 5 for m in modes} if private else set()
         super().reset_mode(*modes, **kwargs)
         if wanted & ALT_SCREEN_MODES and self._saved_main is not None:
