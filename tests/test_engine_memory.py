@@ -13,6 +13,7 @@ import pytest
 from engine_support import TESTER, memory_rig
 from panes_support import ERASE_PROMPT, IDLE, PROMPT, WORKING
 from panewatch.engine import SessionSpec
+from panewatch.engine._guard import ENTER_RETRY_S
 from panewatch.engine.events import Created, Ping, Snapshot, StateChanged
 from panewatch.errors import Conflict, InvalidRequest, NotReadingInput, UnknownSession
 from panewatch.procs.procinfo import Program
@@ -57,6 +58,25 @@ async def test_an_enter_the_agent_redrew_over_is_pressed_again_but_never_into_a_
     assert (await rig.engine.get(sid)).state == "blocked"
 
 
+async def test_an_enter_that_took_returns_once_the_text_left_its_row_and_the_pane_went_quiet(rig):
+    """/send no longer waits out the whole retry window after an Enter that took: once the typed
+    text is off its row on a quiet screen, it returns, and presses nothing more."""
+    sid, agent = await rig.create()
+    agent.emit(IDLE)
+    await rig.settle()
+    agent.emit(b"\r\n> ")
+
+    def box(data: bytes) -> None:  # echoes what is typed; Enter submits: the box emptied, a turn begins
+        agent.emit(b"\r\x1b[2K> \r\n" + WORKING if data == b"\r" else data)
+
+    agent.on_input = box
+    start = rig.clock.time()
+    await rig.engine.send(sid, "fix it", actor=TESTER)
+    took = rig.clock.time() - start
+    assert agent.input == b"fix it\r"
+    assert took < ENTER_RETRY_S, f"/send took {took:.2f} s of its {ENTER_RETRY_S} s window"
+
+
 async def test_a_turn_blocked_answered_idle_with_events(rig):
     events = []
     rig.engine.subscribe(events.append)
@@ -86,6 +106,59 @@ async def test_a_turn_blocked_answered_idle_with_events(rig):
     states = [(e.prev, e.state) for e in events if isinstance(e, StateChanged)]
     assert states == [(None, "working"), ("working", "blocked"), ("blocked", "working"), ("working", "idle")]
     assert isinstance(events[0], Created)
+
+
+@pytest.mark.parametrize("mode", ["change", "sweep"])
+async def test_a_synchronized_frame_is_read_whole_though_its_writer_stalls_halfway(mode):
+    """Between ``ESC[?2026h`` and ``ESC[?2026l`` the agent is drawing one frame; a writer
+    descheduled halfway (a loaded machine) left half a dialog on screen, which reads idle: the
+    working footer pushed out of the bottom rows. Neither mode reads it, until the frame stalls
+    for a whole second."""
+    async with memory_rig(mode=mode) as rig:
+        events: list[StateChanged] = []
+        rig.engine.subscribe(lambda e: events.append(e) if isinstance(e, StateChanged) else None)
+        _, agent = await rig.create()
+        agent.emit(WORKING)
+        await rig.settle(0.8)
+        half = PROMPT.index(b" \xe2\x9d\xaf")  # up to the question, before the options
+        agent.emit(b"\x1b[?2026h" + PROMPT[:half])
+        for _ in range(4):  # 0.8 s: past the change read's settle and a sweep, under a second
+            await rig.settle(0.2)
+        assert [e.state for e in events] == ["working"]
+        agent.emit(PROMPT[half:] + b"\x1b[?2026l")
+        await rig.settle(0.8)
+        assert [(e.prev, e.state) for e in events] == [(None, "working"), ("working", "blocked")]
+
+        # a frame that never ends is read once it has stalled for a second
+        agent.emit(b"\x1b[2J\x1b[H\x1b[?2026h" + IDLE)
+        for _ in range(6):
+            await rig.settle(0.2)
+        assert [e.state for e in events][-1] == "idle"
+
+
+async def test_an_answer_that_comes_while_the_prompt_is_being_redrawn_waits_for_the_redraw(rig):
+    """A TUI repaints by clearing, then drawing: an answer read between the two saw no prompt
+    and was refused (Continue CLI, under load). It is judged once the pane is quiet."""
+    sid, agent = await rig.create()
+    agent.emit(WORKING)
+    await rig.settle()
+    agent.emit(PROMPT)
+    await rig.settle(1.0)
+    assert (await rig.engine.get(sid)).state == "blocked"
+    agent.emit(b"\x1b[2J\x1b[H")  # a repaint begins: the screen is blank...
+    await asyncio.sleep(0)
+    rig.clock.call_at(rig.clock.time() + 0.1, lambda: agent.emit(PROMPT))  # ...and is drawn 0.1 s later
+    agent.on_input = lambda data: agent.emit(ERASE_PROMPT + WORKING)
+    result = await rig.engine.answer(sid, option=1, actor=TESTER)
+    assert result.took and agent.input == b"1"
+
+    # a pane that is quiet and not blocked is still refused at once, and nothing is typed
+    agent.emit(b"\x1b[2J\x1b[H")
+    agent.emit(IDLE)
+    await rig.settle(1.0)
+    with pytest.raises(Conflict, match="not blocked"):
+        await rig.engine.answer(sid, option=1, actor=TESTER)
+    assert agent.input == b"1"
 
 
 async def test_send_waits_for_the_echo_presses_enter_and_pastes_only_several_lines(rig):

@@ -14,7 +14,13 @@ import httpx
 import pytest
 
 from hardening_support import ServerProcess, wait_file
-from live import live_server
+from live import NO_SOCKET_PORT, TOKEN, Live, live_server
+from panewatch.api import create_app
+from panewatch.config import Settings
+from panewatch.engine import Engine
+from panewatch.hosts.base import LaunchSpec, PaneHandle, PaneSink
+from panewatch.hosts.pty import PtyHost
+from panewatch.manifest import ManifestStore, bundled_manifest_dir
 
 #: Runs inside a pane: every /proc/*/cmdline and /proc/*/environ it can read, into one file.
 SCAN = """
@@ -135,6 +141,7 @@ post to_none '{"state":"blocked","detail":"forged"}' "?session=nosuchsession"
 ( setsid sh -c 'true' )  # leaving its process group does not change whose pane it is
 post own '{"state":"blocked","detail":"mine"}' ""
 tr '\0' '\n' < /proc/$B_PID/environ | grep '^PANEWATCH_' > "$OUT/b_env" || true
+printf '%s' "$PANEWATCH_REPORT_SOCKET" > "$OUT/socket"
 echo done > "$OUT/done"
 sleep 30
 """
@@ -163,7 +170,7 @@ async def test_pane_a_cannot_change_pane_b_state(tmp_path):
         assert "PANEWATCH_REPORT_TOKEN" not in b_env and "PANEWATCH_TOKEN" not in b_env
 
         # a process outside every pane (this test) is refused too, the same way
-        sock = live.engine._reach.env["PANEWATCH_REPORT_SOCKET"]
+        sock = (tmp_path / "socket").read_text()  # the socket every pane is given
         async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock), base_url="http://panewatch") as c:
             r = await c.post(f"/report?session={b['id']}", json={"state": "blocked"})
             assert r.status_code == 403 and r.text == body["to_b"]
@@ -171,6 +178,41 @@ async def test_pane_a_cannot_change_pane_b_state(tmp_path):
             assert r.status_code == 403  # refused before its body is even read
         # anyone may connect (agents of another user too): the caller's ancestry is what decides
         assert Path(sock).stat().st_mode & 0o777 == 0o666
+
+
+class LateHost(PtyHost):
+    """A PTY host that says which process it started a while after the program runs, as tmux
+    does under load (its answer comes after the pane's program started)."""
+
+    async def spawn(self, spec: LaunchSpec, sink: PaneSink) -> PaneHandle:
+        handle = await super().spawn(spec, sink)
+        await asyncio.sleep(1.0)
+        return handle
+
+
+EARLY_HOOK = r"""
+curl -s -o /dev/null -w '%{http_code}' --unix-socket "$PANEWATCH_REPORT_SOCKET" -X POST \
+     -H 'Content-Type: application/json' --data '{"state":"blocked","detail":"first hook"}' \
+     "http://panewatch/report" > "$OUT/code.part"
+mv "$OUT/code.part" "$OUT/code"
+sleep 30
+"""
+
+
+@pytest.mark.integration
+async def test_a_panes_first_hook_lands_though_its_host_has_not_yet_said_which_process_it_is(tmp_path):
+    engine = Engine(ManifestStore.from_dirs(bundled_manifest_dir()), host=LateHost())
+    app = create_app(Settings(token=TOKEN, port=NO_SOCKET_PORT, state_dir=tmp_path / "state"), engine=engine)
+    async with app.router.lifespan_context(app):
+        live = Live(app, NO_SOCKET_PORT, in_process=True)
+        try:
+            s = await live.create(command=["bash", "--norc", "-c", EARLY_HOOK], env={"OUT": str(tmp_path)})
+            code = (await asyncio.to_thread(wait_file, tmp_path / "code", 1, 15))[0]
+            assert code == "202", "the hook sent before the spawn returned was refused"
+            info = await live.wait_state(s["id"], "blocked")
+            assert info["source"] == "hook" and "first hook" in info["why"]
+        finally:
+            await live.http.aclose()
 
 
 @pytest.mark.unit

@@ -40,7 +40,7 @@ import socket
 import stat
 import struct
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,8 @@ log = logging.getLogger("panewatch.report")
 
 MAX_BODY = 64 * 1024
 READ_TIMEOUT_S = 5.0
+#: How long a caller of no known pane waits for launches under way (within ``READ_TIMEOUT_S``).
+LAUNCH_WAIT_S = 3.0
 #: Connections one peer may hold at once: a pane fires its hooks together (40 at once were seen).
 PER_PEER = 64
 #: Connections in all, whoever holds them (each is a descriptor): a share of the file limit.
@@ -160,10 +162,19 @@ def peer_pid(sock: socket.socket) -> tuple[int, int]:
 class ReportSocket:
     """A Unix-socket HTTP endpoint for ``POST /report``, sessions found by the caller's ancestry."""
 
-    def __init__(self, path: Path, roots: Callable[[], Mapping[int, str]], handle: Handler) -> None:
+    def __init__(
+        self,
+        path: Path,
+        roots: Callable[[], Mapping[int, str]],
+        handle: Handler,
+        launches: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.path = path
         self.roots = roots
         self.handle = handle
+        #: returns once the launches under way have their processes known (a starting pane's
+        #: first hook can come before its host has said which process it started)
+        self.launches = launches
         self._servers: list[asyncio.base_events.Server] = []
         self.slots = PeerSlots(total=total_for_file_limit())
         #: the loopback TCP endpoint (``http://127.0.0.1:<port>/report``), once started
@@ -276,6 +287,21 @@ class ReportSocket:
         named = named or parse_qs(urlsplit(request.target.decode("latin-1")).query).get("session", [None])[0]
         return await asyncio.to_thread(self.tcp_caller, sock, named), named
 
+    async def _who(
+        self, sock: socket.socket, request: h11.Request
+    ) -> tuple[str | None, tuple[int, dict[str, Any]] | None]:
+        """:meth:`decide` for this request; a caller of no pane is looked at again once the
+        launches under way have their processes, so a pane's first hook is not refused."""
+        target, method = request.target.decode("latin-1"), request.method.decode("latin-1")
+        pid, named = await self._caller(sock, request)
+        sid, refusal = self.decide(pid, target, method, named)
+        if refusal is NOT_YOURS and self.launches is not None:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.launches(), LAUNCH_WAIT_S)
+            pid, named = await self._caller(sock, request)
+            sid, refusal = self.decide(pid, target, method, named)
+        return sid, refusal
+
     async def _one_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader, sock: socket.socket, slot: _Slot
     ) -> tuple[int, dict[str, Any]]:
@@ -288,8 +314,7 @@ class ReportSocket:
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
-                pid, named = await self._caller(sock, event)
-                sid, refusal = self.decide(pid, event.target.decode("latin-1"), event.method.decode("latin-1"), named)
+                sid, refusal = await self._who(sock, event)
                 if refusal is not None:  # refused before the body is read
                     self.slots.answered(slot)
                     return refusal

@@ -148,7 +148,8 @@ def create_app(
     answers = AnswerFigures()  # who answers, how long agents wait: /metrics
     here.subscribe(answers.on_event)
     # hooks report here: the kernel names the calling process, its ancestry the pane
-    report_socket = ReportSocket(socket_path(private), engine.reports.agent_roots, routes_report.taker(engine.reports))
+    desk = engine.reports
+    report_socket = ReportSocket(socket_path(private), desk.agent_roots, routes_report.taker(desk), desk.launches)
 
     app = FastAPI(
         title="Panewatch",

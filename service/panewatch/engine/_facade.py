@@ -295,6 +295,11 @@ class Engine:
             if s.handle is not None and s.handle.pid is not None and s.handle.alive
         }
 
+    async def launches(self) -> None:
+        """Returns once every launch under way now has its agent's process known."""
+        if self._parts is not None:
+            await self._parts.launcher.under_way()
+
     def report_token_matches(self, sid: str, presented: str) -> bool:
         """Whether ``presented`` is the session's report token (constant time; adopted: the kept hash)."""
         return self._session(sid).report_token_matches(presented)

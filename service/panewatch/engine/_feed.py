@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import suppress
 
 from ..hosts.base import HostError, PaneSink
+from ..panes.pane import Pane
 from ..panes.scheduler import Scheduler
 from ..sinks.notify import BODY_MAX, TITLE_MAX, clean
 from ..states import Decision, Source, State
@@ -25,6 +26,13 @@ log = logging.getLogger("panewatch.engine")
 
 #: A pane whose output stalled mid-repaint this long is read anyway.
 MID_FRAME_WAIT_S = 1.0
+
+
+def _mid_repaint(pane: Pane, now: float) -> bool:
+    """Bytes still unfed, or inside a synchronized repaint (``ESC[?2026h``…``l``), with output in
+    the last ``MID_FRAME_WAIT_S``: not to be read yet, by the sweep or by change mode. A repaint
+    stalled longer is read anyway."""
+    return bool(pane.pending or pane.screen.mid_frame) and now - pane.last_output < MID_FRAME_WAIT_S
 
 
 class _TerminalSink:
@@ -199,14 +207,15 @@ class Feed:
         self.sample_foreground(session, idle_too=False)
         if not pane.needs_classify(self.ctx.store, self.ctx.options.report_freshness):
             return
-        # do not read a screen in the middle of a repaint, unless it has stalled there
-        if (pane.pending or pane.screen.mid_frame) and now - pane.last_output < MID_FRAME_WAIT_S:
+        if _mid_repaint(pane, now):
             return
         self.classify(session, fresh=False, sample=False)
 
     def due(self, key: str, now: float) -> None:
         session = self._terminal(key)
         if session is None:
+            return
+        if _mid_repaint(session.pane, now):  # its end is output too, and plans the next read
             return
         self.sample_foreground(session, idle_too=False)
         if session.pane.needs_classify(self.ctx.store, self.ctx.options.report_freshness):

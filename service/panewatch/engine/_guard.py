@@ -35,6 +35,8 @@ log = logging.getLogger("panewatch.engine")
 
 #: /send: an Enter followed by this much silence is pressed once more.
 ENTER_RETRY_S = 0.8
+#: /send: the typed text gone from its row, on a screen this quiet, is an Enter that took.
+ENTER_TOOK_QUIET_S = 0.1
 
 
 def prompt_reacted(before: list[str], cursor_row: int, screen: Any) -> bool:
@@ -83,6 +85,15 @@ def _input_row(pane: Pane, tail: str) -> tuple[int, str] | None:
     lines = pane.screen.lines()
     line = lines[row] if tail and 0 <= row < len(lines) else ""
     return (row, line) if tail and tail in line else None
+
+
+def _enter_took(pane: Pane, tail: str, waiting: tuple[int, str], now: float) -> bool:
+    """The typed text is off its row on a screen that is quiet, all fed and not mid-repaint: the
+    Enter took (an ignored one leaves it there, or redraws it there at once)."""
+    if now - pane.last_output < ENTER_TOOK_QUIET_S or pane.pending or pane.screen.mid_frame:
+        return False
+    row = _input_row(pane, tail)
+    return row is None or row[0] != waiting[0]
 
 
 @dataclass(frozen=True)
@@ -231,8 +242,9 @@ class Guard:
             await clock.sleep(0.02)
         silent = pane.bytes_read == before_enter
         still = False
-        if not silent and waiting is not None:
-            await clock.sleep(max(0.0, ENTER_RETRY_S - (clock.time() - start)))
+        if not silent and waiting is not None:  # until it took, else look again when the time is up
+            while clock.time() - start < ENTER_RETRY_S and not _enter_took(pane, tail, waiting, clock.time()):
+                await clock.sleep(0.02)
             now = _input_row(pane, tail)
             still = now is not None and now[0] == waiting[0]  # same row, the text still on it
         if (silent or still) and session.writable and self.feed.classify(session).state != State.blocked:
@@ -326,21 +338,30 @@ class Guard:
         being drawn can be dropped: wait for quiet); ``Conflict`` unless it is blocked (on the
         prompt named by ``prompt_id``, when one is named: ``PromptGone`` otherwise)."""
         pane, clock = session.pane, self.ctx.clock
+        limit = clock.time() + 1.0
         decision = self.feed.classify(session)
+        if decision.state != State.blocked and clock.time() - pane.last_output < settle:
+            # read while it was being drawn (a repaint clears, then draws): judged once quiet
+            await self._quiet(pane, settle, limit)
+            decision = self.feed.classify(session)
         check_prompt(session, decision, prompt_id)
         if decision.state != State.blocked:
             raise Conflict(f"the pane is not blocked (it is {decision.state}); nothing to answer", decision)
         if not session.writable:
             raise Conflict("the session has exited", decision)
-        limit = clock.time() + 1.0
-        while clock.time() - pane.last_output < settle and clock.time() < limit:
-            await clock.sleep(0.03)
+        await self._quiet(pane, settle, limit)
         decision = self.feed.classify(session)
         check_prompt(session, decision, prompt_id)  # read again right before writing
         if decision.state != State.blocked:
             raise Conflict(f"the prompt went away before the answer (now {decision.state})", decision)
         _verified(verify, decision)
         return decision
+
+    async def _quiet(self, pane: Pane, settle: float, limit: float) -> None:
+        """Until the pane printed nothing for ``settle`` s, or the clock reaches ``limit``."""
+        clock = self.ctx.clock
+        while clock.time() - pane.last_output < settle and clock.time() < limit:
+            await clock.sleep(0.03)
 
     async def _answer(
         self,

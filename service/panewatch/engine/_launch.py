@@ -10,11 +10,12 @@ blocks the event loop (``PaneHost.spawn`` is awaited).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..backends import make_screen
@@ -100,6 +101,26 @@ class Launcher:
 
     def __init__(self, ctx: EngineContext, table: Sessions, feed: Feed, worktrees: Worktrees) -> None:
         self.ctx, self.table, self.feed, self.worktrees = ctx, table, feed, worktrees
+        #: one event per launch under way, set once its process is known (or it failed)
+        self._starting: set[asyncio.Event] = set()
+
+    async def under_way(self) -> None:
+        """Returns once every launch under way now has its process known. An agent runs before
+        its host says which process it is (tmux answers after the pane's program started), so
+        its first hook may arrive before then: the report socket waits here, not refuse it."""
+        pending = list(self._starting)
+        if pending:
+            await asyncio.gather(*(each.wait() for each in pending))
+
+    @contextlib.contextmanager
+    def _launching(self) -> Iterator[None]:
+        done = asyncio.Event()
+        self._starting.add(done)
+        try:
+            yield
+        finally:
+            self._starting.discard(done)
+            done.set()
 
     def new_id(self) -> str:
         prefix = self.ctx.options.id_prefix
@@ -189,6 +210,10 @@ class Launcher:
         """Spawn ``plan``; the running session (or an exited one saying why). ``replacing``: a
         lost session this launch takes the place of (resume): it stays as it was when the
         host cannot start the agent, and ``Conflict`` says why."""
+        with self._launching():
+            return await self._start(plan, actor, replacing)
+
+    async def _start(self, plan: Plan, actor: Actor, replacing: AnySession | None) -> AnySession:
         session = self.new_session(plan.sid, plan.spec, plan.argv, plan.host.kind, plan.integration)
         session.launched, session.worktree = plan.launched, plan.worktree
         if replacing is not None:  # the same session, on a new pane and with a new report token
@@ -232,6 +257,10 @@ class Launcher:
     async def attach(self, session: AnySession, host: PaneHost, ref: str, actor: Actor) -> bool:
         """Take over the pane a previous server left at ``ref`` for ``session`` (tracked by the
         caller); False when it is gone. Its screen comes first, then the live stream."""
+        with self._launching():
+            return await self._attach(session, host, ref, actor)
+
+    async def _attach(self, session: AnySession, host: PaneHost, ref: str, actor: Actor) -> bool:
         handle = await host.adopt(ref, session.id, self.feed.sink(session))
         if handle is None:
             return False

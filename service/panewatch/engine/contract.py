@@ -56,6 +56,11 @@ class ReportDesk(Protocol):
         """``{pid: session id}`` of every running agent: a report's caller belongs to the session
         whose agent is that process or one of its ancestors."""
 
+    async def launches(self) -> None:
+        """Returns once every launch under way now has its agent's process known: until then a
+        starting pane's report has no session to land on (a host may say which process it
+        started only after the agent ran, as tmux does)."""
+
     def report_token(self, sid: str) -> str:
         """The session's token for reports over TCP (``UnknownSession`` if it is not here)."""
 
