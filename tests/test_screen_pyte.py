@@ -58,6 +58,20 @@ _PLAIN_PIECES = st.sampled_from(
         "ab界c",
         "한국어 ",
         "🙂",  # wide and non-ASCII narrow: the shared-cell paths
+        # plain CSIs the wrapper dispatches itself (pyte's parser, bypassed): parameters as pyte
+        # reads them, unknown finals, private modes, and a CSI right after a sequence that is
+        # still open (``ESC (`` takes the next character as its charset: pyte must see it)
+        "\x1b[38;2;255;0;10m",
+        "\x1b[48;5;22m",
+        "\x1b[m",
+        "\x1b[;7H",
+        "\x1b[99999;3H",
+        "\x1b[1;;4m",
+        "\x1b[5~",
+        "\x1b[?25l",
+        "\x1b[?25h",
+        "\x1b(",
+        "\x1b[31;1;4;7;22;27;39;49m",
     ]
 )
 
@@ -90,3 +104,16 @@ def test_pyte_wrapper_draws_what_bare_pyte_draws(text, rows, cols):
     # a pending wrap (pyte: x == cols) is reported on the last column, as Ghostty reports it
     assert (ours.cursor.row, ours.cursor.col) == (bare.cursor.y, min(bare.cursor.x, cols - 1))
     assert ours._screen.cursor.x == bare.cursor.x
+
+
+def test_a_remembered_colour_change_starts_from_the_attributes_it_is_applied_to() -> None:
+    """The wrapper remembers SGR results; the same SGR from other attributes must still give
+    what pyte gives (red after bold stays bold; red after a reset does not)."""
+    text = "\x1b[31mA\x1b[1mB\x1b[0mC\x1b[31mD\x1b[0m\x1b[1m\x1b[31mE\x1b[7m\x1b[31mF\x1b[0m\x1b[44m\x1b[31mG"
+    bare = pyte.Screen(10, 1)
+    pyte.Stream(bare).feed(text)
+    ours = Screen(1, 10)
+    ours.feed(text.encode())
+    cells = [(c.data, c.fg, c.bg, c.bold, c.reverse) for c in (ours._screen.buffer[0][x] for x in range(7))]
+    assert cells == [(c.data, c.fg, c.bg, c.bold, c.reverse) for c in (bare.buffer[0][x] for x in range(7))]
+    assert cells[4] == ("E", "red", "default", True, False) and cells[5][4] and cells[6][2] == "blue"

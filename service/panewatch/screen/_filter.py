@@ -25,8 +25,9 @@ OSC_KEEP = 4096
 #: (16 MiB of digits after ``ESC [`` were carried and rescanned on every feed).
 MAX_SEQUENCE = 2048
 
-# The sequences the wrapper takes out of the stream before pyte sees it. Plain CSIs
-# (``ESC [ ? digits ; final``) are left to pyte; everything below pyte gets wrong.
+# The sequences the wrapper takes out of the stream before pyte sees it: all but the last
+# are what pyte gets wrong; the last, a plain CSI (``ESC [ ? digits ; final``), pyte reads
+# right but one character at a time, so it is dispatched here as pyte would (``_csi``).
 _SPECIAL = re.compile(
     rf"""
     \x1b\[ (?P<csi_long>[\x20-\x3f]{{{MAX_SEQUENCE},}}) [\x40-\x7e]?
@@ -38,6 +39,7 @@ _SPECIAL = re.compile(
   | \x1b\] (?P<osc>[^\x07\x1b]*) (?:\x07|\x1b\\)
   | \x1b (?P<str_intro>[P_^X])
   | \x1b\] (?P<osc_open>)
+  | \x1b\[ (?P<csi_plain_q>\?)? (?P<csi_params>[0-9;]*) (?P<csi_final>[\x40-\x7e])
     """,
     re.VERBOSE,
 )
@@ -172,6 +174,8 @@ class SequenceFilter:
                 self._pyte(f"\x1b[{_colon_sgr(m['sgr_params'])}m")
             elif kind == "csi_x_final":
                 self._pyte(self._extra_csi(m["csi_x_params"], m["csi_x_final"]))
+            elif kind == "csi_final":
+                self._csi(m["csi_plain_q"], m["csi_params"], m["csi_final"], m.group())
             elif kind == "osc":
                 self._osc(m["osc"])
             else:  # the start of a DCS/APC/PM/SOS string, or of an OSC cut off by the chunk end
@@ -196,6 +200,26 @@ class SequenceFilter:
         self._in_string = None
         self._osc_body = ""
         return text[m.end() :]
+
+    def _csi(self, private: str | None, params: str, final: str, raw: str) -> None:
+        """A plain CSI, handled exactly as pyte's parser would (each parameter ``min(int, 9999)``,
+        an empty one 0; an unknown final to ``debug``) in one call instead of a generator step per
+        character: a truecolour SGR is ~17 of them, and SGRs are most of an agent's bytes
+        (notes/pyte-fast-paths.md). Left to pyte when its parser is not between sequences."""
+        if not self._stream.between_sequences:
+            self._pyte(raw)
+            return
+        name = PaneStream.csi.get(final)
+        handler = getattr(self._screen, name) if name is not None else self._screen.debug
+        args = [min(int(p or 0), 9999) for p in params.split(";")]
+        try:
+            if private:
+                handler(*args, private=True)
+            else:
+                handler(*args)
+        except Exception:  # pragma: no cover - the screen's handlers are guarded (``_tolerant``)
+            self._errors += 1
+            self._screen.clamp_cursor()
 
     def _private_csi(self, prefix: str, params: str, inter: str, final: str) -> None:
         if prefix == ">" and final == "c" and not inter and params in ("", "0"):

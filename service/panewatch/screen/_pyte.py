@@ -32,6 +32,8 @@ _IGNORED_PRIVATE_MODES = frozenset({3, 5})
 #: each. A TUI's ruler (``─ CSI 119 b``) spends ~15 cells per byte for a line, well within.
 REP_CELLS_PER_BYTE = 4
 REP_BURST = 16384
+#: SGR results a screen remembers (``select_graphic_rendition``); past it the memo starts again.
+SGR_CACHE = 1024
 
 
 def _kept(modes: tuple[int, ...], private: bool) -> tuple[int, ...]:
@@ -47,6 +49,7 @@ class PaneScreen(DrawingScreen):
         self._saved_main: tuple[Any, ...] | None = None
         self._cells: dict[Any, dict[str, Any]] = {}  # (attributes) -> character -> shared cell
         self._cached = 0  # cells in ``_cells``, bounded by CELL_CACHE
+        self._sgr: dict[tuple[Any, tuple[int, ...]], Any] = {}  # (attributes, SGR) -> attributes after
         self.errors = 0  # handler exceptions contained (each lost one sequence)
         self._last_char = " "
         #: Cells REP may still draw; refilled per byte fed (``allow``), capped at two screenfuls.
@@ -84,6 +87,20 @@ class PaneScreen(DrawingScreen):
             self.all_dirty = True
         else:
             self.cursor_up()
+
+    def select_graphic_rendition(self, *attrs: int) -> None:
+        """pyte's SGR, remembered: its result depends only on the attributes before and the
+        parameters, and agents repeat the same few colour changes thousands of times (pyte builds
+        a new attribute tuple for each). Bounded like the cell cache: cleared when full."""
+        key = (self.cursor.attrs, attrs)
+        after = self._sgr.get(key)
+        if after is None:
+            super().select_graphic_rendition(*attrs)
+            if len(self._sgr) >= SGR_CACHE:
+                self._sgr.clear()
+            self._sgr[key] = self.cursor.attrs
+        else:
+            self.cursor.attrs = after
 
     def allow(self, nbytes: int) -> None:
         """Credit REP with the bytes about to be fed: its work stays proportional to input."""
@@ -366,6 +383,11 @@ class PaneStream(pyte.Stream):
     # Unannotated like pyte's own ``Stream.csi`` (an instance attribute to mypy, so ClassVar would
     # clash); never mutated: pyte reads it once per stream to build its dispatch table.
     csi = {**pyte.Stream.csi, "S": "scroll_up", "T": "scroll_down", "b": "repeat_last"}  # noqa: RUF012
+
+    @property
+    def between_sequences(self) -> bool:
+        """The parser is in its ground state (no sequence begun): a whole CSI may bypass it."""
+        return bool(self._taking_plain_text)
 
 
 for _name in set(PaneStream.csi.values()):
