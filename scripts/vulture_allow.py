@@ -158,3 +158,4 @@ add_user  # api.routes_users: POST /api/users
 remove_user  # api.routes_users: DELETE /api/users/{name}
 session_users  # api.routes_users: GET /api/sessions/{sid}/users
 restrict_session  # api.routes_users: PUT /api/sessions/{sid}/users
+restricted  # api.routes_users.UserList: a wire field the page reads (people.js)

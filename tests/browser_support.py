@@ -94,3 +94,21 @@ def open_dashboard(
 
 def card_of(page: Any, sid: str) -> Any:
     return page.locator(f'#cards > .card[data-id="{sid}"]')
+
+
+def pair_page(browser: Any, server: Server, user: str, role: str, name: str):
+    """A browser context paired (by the page's form) as a device of ``user`` (made with ``role``
+    if new): (context, page, the list its page errors go to)."""
+    from playwright.sync_api import expect
+
+    with server.client() as api:
+        made = api.post("/api/devices/pair", json={"user": user, "role": role}).json()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(made["url"])
+    page.get_by_label("Name this device").fill(name)
+    page.get_by_role("button", name="Pair").click()
+    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
+    return context, page, errors

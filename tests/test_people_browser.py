@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from browser_support import dashboard_server, open_dashboard, playwright_or_skip
+from browser_support import dashboard_server, open_dashboard, pair_page, playwright_or_skip
 from dashboard_support import Server
 from scripted import claude_like
 
@@ -30,21 +30,6 @@ def wait_state(server: Server, sid: str, state: str, timeout: float = 20.0) -> N
     while (now := server.client().get(f"/api/sessions/{sid}").json()["state"]) != state:
         assert time.monotonic() < deadline, f"{sid} stayed {now}, wanted {state}"
         time.sleep(0.1)
-
-
-def pair_page(browser, server: Server, user: str, role: str, name: str):
-    """A browser context paired (by the page's form) as a device of ``user``: (context, page, errors)."""
-    with server.client() as api:
-        made = api.post("/api/devices/pair", json={"user": user, "role": role}).json()
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(made["url"])
-    page.get_by_label("Name this device").fill(name)
-    page.get_by_role("button", name="Pair").click()
-    expect(page.locator("#connection")).to_have_attribute("data-status", "live")
-    return context, page, errors
 
 
 def test_an_owner_sees_people_and_changes_a_role_in_place(browser, server: Server) -> None:

@@ -6,9 +6,11 @@ are kept in the registry, and devices paired before users belong to an owner cal
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import websockets
@@ -19,6 +21,9 @@ from panewatch.access.devices import Devices
 from panewatch.access.roles import ROUTE_ROLES, Role, needed
 from panewatch.access.users import DEFAULT_USER, Users
 from panewatch.registry import Registry
+
+#: How long a socket is waited on for what a test expects (a close, a snapshot) before it fails.
+WAIT_S = 30.0
 
 pytestmark = pytest.mark.unit
 
@@ -189,14 +194,24 @@ async def test_a_restricted_session_is_hidden_from_and_refused_to_other_users(li
 async def test_a_viewer_typing_into_a_terminal_is_closed_with_4403_and_the_missing_role(live):
     sid = await blocked_session(live)
     _, viewer = await device(live, "vera", "viewer")
-    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
-        async with live.ws(f"/ws/sessions/{sid}/term", token=viewer["Authorization"][7:]) as ws:
-            await ws.recv()  # it may watch: the history comes
-            await ws.send('{"type": "input", "data": "1"}')
-            while True:
-                await ws.recv()
-    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4403, "needs role operator (you are viewer)")
+    closed = await closed_at_first_key(live, sid, viewer)
+    assert (closed.code, closed.reason) == (4403, "needs role operator (you are viewer)")
     assert live.host.handles[sid].input == b""
+
+
+async def closed_at_first_key(live, sid: str, headers: dict[str, str], before: Any = None) -> Any:
+    """What closed a terminal socket opened with ``headers``' token, after the history came
+    (it may watch), ``before()`` was awaited, and one key was typed."""
+    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+        async with live.ws(f"/ws/sessions/{sid}/term", token=headers["Authorization"][7:]) as ws:
+            await ws.recv()  # it may watch: the history comes
+            if before is not None:
+                await before()
+            await ws.send('{"type": "input", "data": "1"}')
+            async with asyncio.timeout(WAIT_S):  # a regression fails here, never hangs
+                while True:
+                    await ws.recv()
+    return closed.value.rcvd
 
 
 async def test_the_ledger_names_the_user_and_the_device_of_every_write(live):
@@ -261,3 +276,131 @@ def test_the_mapping_names_writes_and_closes_the_rest_to_owners():
     assert needed("POST", "/api/some/new/route") == Role.owner  # unnamed writes: owners only
     assert needed("GET", "/api/users") == Role.owner
     assert all(isinstance(role, Role) for role in ROUTE_ROLES.values())
+
+
+async def test_the_ledgers_actor_filter_names_a_person_or_one_device(live):
+    pixel, on_pixel = await device(live, "alice", "operator", name="pixel")
+    laptop, on_laptop = await device(live, "alice", "operator", name="laptop")
+    _, on_phone = await device(live, "bob", "operator", name="phone")
+    made: dict[str, str] = {}
+    for label, headers in (("pixel", on_pixel), ("laptop", on_laptop), ("phone", on_phone)):
+        async with live.client(headers=headers) as http:
+            r = await http.post("/api/sessions", json={"command": ["sh"], "name": label})
+            made[label] = r.json()["id"]
+    made["token"] = (await live.http.post("/api/sessions", json={"command": ["sh"]})).json()["id"]
+
+    async def sessions(path: str = "/api/ledger", **params: str) -> set[str]:
+        r = await live.http.get(path, params=params)
+        assert r.status_code == 200, r.text
+        if path.endswith(".jsonl"):
+            return {json.loads(line)["session"] for line in r.text.splitlines()}
+        return {e["session"] for e in r.json()["entries"]}
+
+    # a person: every device of theirs; a device: that device alone; the token and the rest by id
+    assert await sessions(actor="alice") == {made["pixel"], made["laptop"]}
+    assert await sessions(actor=pixel) == {made["pixel"]}
+    assert await sessions(actor=laptop) == {made["laptop"]}
+    assert await sessions(actor="bob") == {made["phone"]}
+    assert await sessions(actor="token") == {made["token"]}
+    # ?user= names people only; both filters and the session filter hold together
+    assert await sessions(user="alice") == {made["pixel"], made["laptop"]}
+    assert await sessions(user=pixel) == set()
+    assert await sessions(user="alice", actor=laptop) == {made["laptop"]}
+    assert await sessions(actor="alice", session=made["phone"]) == set()
+    assert await sessions("/api/ledger.jsonl", actor="alice") == {made["pixel"], made["laptop"]}
+    assert await sessions("/api/ledger.jsonl", user="bob") == {made["phone"]}
+    assert (await live.http.get("/api/ledger", params={"user": ""})).status_code == 422
+    # the person's rows are read through the registry's index, not a walk of every row
+    db = live.app.state.ledger.db
+    plan = " ".join(
+        str(row[-1])
+        for row in db.execute(
+            "EXPLAIN QUERY PLAN SELECT seq FROM ledger WHERE json_extract(body, '$.actor.user') = ? ORDER BY seq DESC",
+            ("alice",),
+        )
+    )
+    assert "ledger_user" in plan, plan
+
+
+async def test_owners_read_every_restriction_and_cannot_remove_themselves_or_open_a_session_by_a_removal(live):
+    _, olga = await device(live, "olga", "owner")
+    _, vera = await device(live, "vera", "viewer")
+    sid = (await live.http.post("/api/sessions", json={"command": ["sh"], "users": ["vera"]})).json()["id"]
+    opened = (await live.http.post("/api/sessions", json={"command": ["sh"]})).json()["id"]
+    async with live.client(headers=olga) as http:
+        assert (await http.get("/api/users")).json()["restricted"] == {sid: ["vera"]}  # open ones not listed
+        assert opened not in (await http.get("/api/users")).json()["restricted"]
+        r = await http.delete("/api/users/olga")
+        assert r.status_code == 409 and r.json()["detail"].startswith("olga is you: removing it would revoke")
+        assert (await http.get("/api/me")).status_code == 200  # nothing was revoked
+        # vera alone sees it: removing her would open it to everyone, so it is refused until it is not
+        r = await http.delete("/api/users/vera")
+        assert r.status_code == 409, r.text
+        assert r.json()["detail"] == (
+            f"vera is the only user session {sid} is restricted to: removing vera would open it to everyone; "
+            "restrict it to someone else or open it first"
+        )
+        await live.http.post("/api/users", json={"name": "sam", "role": "viewer"})
+        await http.put(f"/api/sessions/{sid}/users", json={"users": ["vera", "sam"]})
+        assert (await http.delete("/api/users/vera")).json()["removed"] == "vera"
+        assert (await http.get("/api/users")).json()["restricted"] == {sid: ["sam"]}
+    async with live.client(headers=vera) as http:
+        assert (await http.get("/api/sessions")).status_code == 401
+    # the API token is no user: it removes any, the last owner too (it stays an owner itself)
+    assert (await live.http.delete("/api/users/olga")).status_code == 200
+
+
+async def next_snapshot(ws) -> list[str]:
+    """The session ids of the next snapshot on a /ws/state socket (events between passed over)."""
+    async with asyncio.timeout(WAIT_S):
+        while (msg := json.loads(await ws.recv()))["type"] != "snapshot":
+            pass
+    return [s["id"] for s in msg["sessions"]]
+
+
+async def test_a_restriction_made_while_a_user_watches_takes_its_session_off_their_streams(live):
+    _, bob = await device(live, "bob", "viewer")
+    await live.http.post("/api/users", json={"name": "alice", "role": "operator"})
+    sid = (await live.http.post("/api/sessions", json={"command": ["sh"]})).json()["id"]
+    other = (await live.http.post("/api/sessions", json={"command": ["sh"]})).json()["id"]
+    token = bob["Authorization"][7:]
+    async with live.ws("/ws/state", token=token) as state:
+        assert set(await next_snapshot(state)) == {sid, other}
+        with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+            async with live.ws(f"/ws/sessions/{sid}/screen", token=token) as screen:
+                await screen.recv()  # it watches: a frame
+                assert (await live.http.put(f"/api/sessions/{sid}/users", json={"users": ["alice"]})).status_code == 200
+                async with asyncio.timeout(WAIT_S):  # a regression fails here, never hangs
+                    while True:
+                        await screen.recv()
+        assert closed.value.rcvd.code == 4403 and "restricted to named users now" in closed.value.rcvd.reason
+        assert await next_snapshot(state) == [other]  # gone from bob's list at once, no reconnect
+        await live.http.put(f"/api/sessions/{sid}/users", json={"users": []})
+        assert set(await next_snapshot(state)) == {sid, other}  # and back when lifted
+        await live.http.put(f"/api/sessions/{sid}/users", json={"users": ["bob"]})
+        assert set(await next_snapshot(state)) == {sid, other}  # restricted to bob himself: still his
+    assert live.app.state.users._watchers == []  # every socket let go of its watch
+
+
+async def test_an_owner_made_viewer_while_watching_loses_the_sessions_restricted_to_others(live):
+    _, olga = await device(live, "olga", "owner")
+    await live.http.post("/api/users", json={"name": "alice", "role": "operator"})
+    sid = (await live.http.post("/api/sessions", json={"command": ["sh"], "users": ["alice"]})).json()["id"]
+    async with live.ws("/ws/state", token=olga["Authorization"][7:]) as state:
+        assert await next_snapshot(state) == [sid]  # owners see every session
+        assert (await live.http.patch("/api/users/olga", json={"role": "viewer"})).status_code == 200
+        assert await next_snapshot(state) == []  # the socket opened as an owner's follows the new role
+        await live.http.patch("/api/users/olga", json={"role": "owner"})
+        assert await next_snapshot(state) == [sid]
+
+
+async def test_an_operator_made_viewer_with_a_terminal_open_is_closed_at_its_next_key(live):
+    sid = await blocked_session(live)
+    _, otto = await device(live, "otto", "operator")
+
+    async def made_viewer() -> None:
+        assert (await live.http.patch("/api/users/otto", json={"role": "viewer"})).status_code == 200
+
+    closed = await closed_at_first_key(live, sid, otto, made_viewer)
+    assert (closed.code, closed.reason) == (4403, "needs role operator (you are viewer)")
+    assert live.host.handles[sid].input == b""

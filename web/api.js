@@ -68,7 +68,7 @@ export const api = {
   /** Revoke this browser's login (the cookie stops working here and anywhere it leaked). */
   logout: () => request("POST", "/logout"),
   /** `answer` is {option: N} or {keys: "…"}; the user confirmed it in the page. */
-  /** A page of the ledger: {entries, next}; `params` filters (session, actor, since) and pages (before, limit). */
+  /** A page of the ledger: {entries, next}; `params` filters (session, user, actor: a person or an actor's id, since) and pages (before, limit). */
   ledger: (params = {}) => request("GET", `/api/ledger?${new URLSearchParams(params)}`),
   /** The approval policy in force: {file, paused, error, rules, decisions}; its kill switch. */
   policy: () => request("GET", "/api/policy"),
@@ -82,6 +82,10 @@ export const api = {
   users: () => request("GET", "/api/users"),
   addUser: (name, role) => request("POST", "/api/users", { name, role }),
   setRole: (name, role) => request("PATCH", `/api/users/${encodeURIComponent(name)}`, { role }),
+  /** Forget a user and revoke its devices: {removed, revoked}; a 409 for your own user. */
+  removeUser: (name) => request("DELETE", `/api/users/${encodeURIComponent(name)}`),
+  /** Restrict a session to these users ([]: open to everyone): {session, users}. */
+  restrict: (id, users) => request("PUT", `/api/sessions/${encodeURIComponent(id)}/users`, { users }),
 };
 
 /**

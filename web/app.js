@@ -51,6 +51,7 @@ let groupBy = ["folder", "node"].includes(localStorage.getItem(GROUP_KEY)) ? loc
 const filter = { text: "", state: null };
 let selected = null; // the queue's current session
 let detail = null; // the Card shown beside the list (or as the phone's second view)
+let snapshots = 0; // snapshots received on /ws/state (the first follows the page's own applyRole)
 let autoOpened = false; // a wide screen opens the first session's terminal once, after the first snapshot
 let followTimer = null; // the terminal view following keyboard moves
 let skew = 0; // server clock minus ours, in seconds
@@ -95,6 +96,7 @@ const cardContext = {
   setFitMode,
   onDeleted: (id) => { removeSession(id); render(); },
   onLedger: (id) => ledgerView.open({ session: id }),
+  onAccess: (id) => peopleView.open({ session: id }),
   onLarge: (card, open) => {
     if (open && large && large !== card) large.setLarge(false);
     large = open ? card : large === card ? null : large;
@@ -644,6 +646,9 @@ function onMessage(msg) {
     case "snapshot":
       if (typeof msg.at === "number") skew = msg.at - Date.now() / 1000;
       applySnapshot(msg.sessions || []);
+      // the server sends a fresh snapshot when who may see or do what changed (a role, a
+      // restriction): the page asks its role again, so its controls follow without a reload
+      if (snapshots++ > 0) applyRole();
       break;
     case "ping":
       if (typeof msg.at === "number") skew = msg.at - Date.now() / 1000;
@@ -816,7 +821,7 @@ $("ledger-toggle").addEventListener("click", () => ledgerView.open());
 const policySwitch = new PolicySwitch($("policy-switch"));
 policySwitch.refresh();
 // people and roles: the page hides what this caller's role may not do; owners manage users
-const peopleView = new PeopleView($("people"));
+const peopleView = new PeopleView($("people"), { sessions: () => sessions.values() });
 $("people-toggle").addEventListener("click", () => peopleView.open());
 applyRole();
 $("clear-filter").addEventListener("click", () => {

@@ -132,6 +132,8 @@ export class Card extends Answering {
     this.renameButton = button("Rename", "rename", () => this.startRename());
     this.ledgerButton = button("Ledger", "ledger-open", () => this.ctx.onLedger?.(this.id),
       { title: "Every decision on this session: who answered, typed or sent what, and what they saw" });
+    this.accessButton = button("Who sees it", "access-card needs-owner", () => this.ctx.onAccess?.(this.id),
+      { title: "Restrict this session to chosen users, or open it to everyone (owners)" });
     this.againButton = button("Run again", "run-again", () => this.runAgain(), { hidden: true,
       title: "Start the same command again, in the same folder, with the same environment" });
     this.fitPane = button("Fit to pane", "fit-pane", () => this.ctx.setFitMode?.("pane"),
@@ -221,7 +223,7 @@ export class Card extends Answering {
         h("h2", { id: nameId, tabindex: "-1" }, this.nameEl),
         this.badge,
         h("div", { class: "card-tools" }, detail ? this.fitGroup : this.largeButton, this.againButton, this.renameButton,
-          this.ledgerButton, this.deleteButton, this.closeLarge)),
+          this.ledgerButton, this.accessButton, this.deleteButton, this.closeLarge)),
       this.renameForm,
       this.titleEl,
       this.whyEl,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..errors import InvalidRequest, PanewatchError
 from .roles import Role
 
-__all__ = ["DEFAULT_USER", "NAME_PATTERN", "UnknownUser", "User", "UserExists", "Users"]
+__all__ = ["DEFAULT_USER", "NAME_PATTERN", "LastUserOfSession", "UnknownUser", "User", "UserExists", "Users"]
 
 log = logging.getLogger("panewatch.access.users")
 
@@ -39,6 +39,12 @@ class UnknownUser(PanewatchError, LookupError):
 
 class UserExists(PanewatchError):
     """A user of that name exists already."""
+
+    status = 409
+
+
+class LastUserOfSession(PanewatchError):
+    """Removing the user would leave a session restricted to it alone open to everyone."""
 
     status = 409
 
@@ -65,6 +71,7 @@ class Users:
         self._users: dict[str, User] = {}
         self._owner_of: dict[str, str] = {}  # device id -> user name
         self._sessions: dict[str, frozenset[str]] = {}  # session id -> its users
+        self._watchers: list[Callable[[], None]] = []
         if db is not None:
             for name, role, created in db.execute("SELECT name, role, created FROM users"):
                 self._users[name] = User(name, Role(role), created)
@@ -73,6 +80,16 @@ class Users:
             for session, user in db.execute("SELECT session, user FROM session_users"):
                 grouped.setdefault(session, set()).add(user)
             self._sessions = {sid: frozenset(names) for sid, names in grouped.items()}
+
+    def watch(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` whenever who may see which session changes (a restriction, a role, a user
+        removed): a page's state stream sends a fresh snapshot. Returns the function that stops it."""
+        self._watchers.append(fn)
+        return lambda: self._watchers.remove(fn) if fn in self._watchers else None
+
+    def _changed(self) -> None:
+        for fn in list(self._watchers):
+            fn()
 
     # -- users -----------------------------------------------------------------------------
     def get(self, name: str) -> User:
@@ -109,17 +126,27 @@ class Users:
         user.role = role
         self._write("UPDATE users SET role = ? WHERE name = ?", (str(role), name))
         log.info("user %s is %s now", name, role)
+        self._changed()
         return user
 
     def remove(self, name: str) -> list[str]:
-        """Forget the user; the ids of its devices (the caller revokes them)."""
+        """Forget the user; the ids of its devices (the caller revokes them). Refused while a
+        session is restricted to this user alone: without it that session would be open to all."""
         self.get(name)
+        alone = sorted(sid for sid, names in self._sessions.items() if names == {name})
+        if alone:
+            listed = ", ".join(alone[:5]) + (f" and {len(alone) - 5} more" if len(alone) > 5 else "")
+            raise LastUserOfSession(
+                f"{name} is the only user session {listed} is restricted to: removing {name} would open it to "
+                "everyone; restrict it to someone else or open it first"
+            )
         devices = self.devices_of(name)
         del self._users[name]
         self._sessions = {sid: names - {name} for sid, names in self._sessions.items()}
         self._write("DELETE FROM users WHERE name = ?", (name,))
         self._write("DELETE FROM session_users WHERE user = ?", (name,))
         log.info("removed user %s (%d devices)", name, len(devices))
+        self._changed()
         return devices
 
     # -- devices ---------------------------------------------------------------------------
@@ -146,7 +173,12 @@ class Users:
                 self._write("INSERT INTO session_users (session, user) VALUES (?, ?)", (session, name))
         else:
             self._sessions.pop(session, None)
+        self._changed()
         return wanted
+
+    def restrictions(self) -> dict[str, list[str]]:
+        """Every restricted session and its users (sorted), for the owners' People view."""
+        return {sid: sorted(names) for sid, names in sorted(self._sessions.items()) if names}
 
     def forget(self, session: str) -> None:
         """A deleted session's restriction goes with it."""

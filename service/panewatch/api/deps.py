@@ -17,7 +17,7 @@ from starlette.routing import Match
 
 from ..access import roles
 from ..access.auth import WHO_KEY, Gate, HttpRefusal, Who
-from ..access.users import Users
+from ..access.users import UnknownUser, Users
 from ..config import Settings
 from ..engine import Actor, ActorKind, EngineAPI
 from ..errors import UnknownSession
@@ -54,9 +54,23 @@ def route_of(conn: HTTPConnection) -> tuple[str, dict[str, Any]] | None:
 
 
 def visible(conn: HTTPConnection, sid: str) -> bool:
-    """This caller may see session ``sid`` (it is not restricted to other users)."""
+    """This caller may see session ``sid`` (it is not restricted to other users). A device's
+    role is its user's now, not when its socket opened: a role changed while it watches holds."""
     users, who = users_of(conn), who_of(conn)
-    return users is None or users.may_see(sid, who.user, who.role)
+    role = role_now(conn, who)
+    return users is None or (role is not None and users.may_see(sid, who.user, role))
+
+
+def role_now(conn: HTTPConnection, who: Who) -> roles.Role | None:
+    """The caller's role now: a device's user's (None: that user was removed while a socket of it
+    was open; its devices are revoked with it), else the credential's own."""
+    users = users_of(conn)
+    if users is None or who.user is None:
+        return who.role
+    try:
+        return users.get(who.user).role
+    except UnknownUser:
+        return None
 
 
 def forbidden(conn: HTTPConnection, method: str | None = None) -> str | None:
@@ -70,7 +84,7 @@ def forbidden(conn: HTTPConnection, method: str | None = None) -> str | None:
     template, params = found
     if method is None:
         method = roles.WEBSOCKET if conn.scope["type"] == "websocket" else str(conn.scope.get("method", "GET"))
-    why = roles.refusal(roles.needed(method, template), who.role)
+    why = roles.refusal(roles.needed(method, template), role_now(conn, who) or roles.Role.viewer)
     if why is None and isinstance(sid := params.get("sid"), str) and not visible(conn, sid):
         why = f"session {sid[:40]} is restricted to named users, and {who.user or who.kind} is not one of them"
     return why

@@ -52,4 +52,4 @@ async def ws_conversation(ws: WebSocket, sid: str) -> None:
         async for view in views:
             await ws.send_json(view.model_dump(mode="json"))
 
-    await run_until_closed(ws, sender())
+    await run_until_closed(ws, sender(), sid=sid)

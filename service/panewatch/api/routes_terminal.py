@@ -7,7 +7,8 @@ does: it opens the session's ``TerminalChannel``, sends what ``messages`` yields
 binary frames, the rest as JSON text frames) and hands each JSON message from the page to
 ``input``, sending back the reply. Another node's pane is watched read-only.
 
-Close codes: 4404 when there is no such session or it is deleted while watched.
+Close codes: 4404 when there is no such session or it is deleted while watched; 4403 when it
+is restricted to other users while watched (or a viewer types).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..access.roles import CLOSE_FORBIDDEN, KEYS
 from ..engine import TerminalChannel
 from ..errors import UnknownSession
 from .deps import actor_of, engine_of, forbidden, ws_admit
-from .routes_ws import run_first
+from .routes_ws import run_first, until_hidden
 
 #: Largest input message (a big paste: 256 KiB of keys, JSON-escaped).
 TEXT_MAX = 2 * 256 * 1024
@@ -39,7 +40,9 @@ async def term(ws: WebSocket, sid: str) -> None:
         await ws.close(code=4404, reason=str(exc))
         return
     try:
-        await run_first(ws, _sender(ws, channel), _receiver(ws, channel), what="terminal websocket")
+        await run_first(
+            ws, _sender(ws, channel), _receiver(ws, channel), until_hidden(ws, sid), what="terminal websocket"
+        )
     finally:
         channel.close()
 

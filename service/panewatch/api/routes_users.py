@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..access.devices import Devices
@@ -56,6 +56,9 @@ class UserView(BaseModel):
 
 class UserList(BaseModel):
     users: list[UserView]
+    restricted: dict[str, list[str]] = Field(
+        default_factory=dict, description="the sessions restricted to named users: session id → its users"
+    )
 
 
 class NewUser(BaseModel):
@@ -105,7 +108,7 @@ async def me(request: Request) -> Me:
 
 @router.get("/api/users")
 async def list_users(request: Request, users: U) -> UserList:
-    return UserList(users=[view(u, _devices(request), users) for u in users.all()])
+    return UserList(users=[view(u, _devices(request), users) for u in users.all()], restricted=users.restrictions())
 
 
 @router.post("/api/users", status_code=201)
@@ -118,9 +121,17 @@ async def set_role(name: str, body: RoleBody, request: Request, users: U) -> Use
     return view(users.set_role(name, body.role), _devices(request), users)
 
 
-@router.delete("/api/users/{name}")
+@router.delete(
+    "/api/users/{name}",
+    responses={409: {"description": "the caller's own user: the device asking would be revoked by its own hand"}},
+)
 async def remove_user(name: str, request: Request, users: U) -> UserRemoved:
-    """Forget the user and revoke its devices at once (their sockets close with 4401)."""
+    """Forget the user and revoke its devices at once (their sockets close with 4401). Your own
+    user is refused: another owner (or the API token, always an owner) removes it."""
+    if name == who_of(request).user:
+        raise HTTPException(
+            409, f"{name} is you: removing it would revoke this device; another owner or the API token can"
+        )
     revoked = [d for d in users.remove(name) if await _devices(request).revoke(d)]
     return UserRemoved(removed=name, revoked=revoked)
 

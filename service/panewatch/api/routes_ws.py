@@ -15,9 +15,10 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
+from ..access.roles import CLOSE_FORBIDDEN
 from ..engine import ScreenFrame
 from ..errors import UnknownSession
-from .deps import engine_of, visible, ws_admit
+from .deps import engine_of, users_of, visible, ws_admit
 
 log = logging.getLogger("panewatch.api")
 
@@ -29,6 +30,9 @@ async def ws_state(ws: WebSocket) -> None:
     if not await ws_admit(ws):
         return
     stream = await engine_of(ws).events()
+    users = users_of(ws)
+    # who may see what changed (a session restricted or opened, a role): a fresh snapshot says it
+    unwatch = users.watch(stream.resync) if users is not None else None
 
     async def sender() -> None:
         async for event in stream:
@@ -43,6 +47,8 @@ async def ws_state(ws: WebSocket) -> None:
         await run_until_closed(ws, sender())
     finally:
         stream.close()
+        if unwatch is not None:
+            unwatch()
 
 
 @router.websocket("/ws/sessions/{sid}/screen")
@@ -62,7 +68,7 @@ async def ws_screen(ws: WebSocket, sid: str) -> None:
         async for frame in frames:
             await ws.send_json(frame.model_dump(mode="json"))
 
-    await run_until_closed(ws, sender())
+    await run_until_closed(ws, sender(), sid=sid)
 
 
 def _session_of(event: dict[str, Any]) -> object:
@@ -71,8 +77,9 @@ def _session_of(event: dict[str, Any]) -> object:
     return found.get("id") if isinstance(found, dict) else found
 
 
-async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> None:
-    """Run ``sender`` until the client goes away (reading is how a close is noticed)."""
+async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None], *, sid: str | None = None) -> None:
+    """Run ``sender`` until the client goes away (reading is how a close is noticed), or, for
+    one session's socket (``sid``), until that session is restricted to other users."""
 
     async def receiver() -> None:
         while True:
@@ -80,7 +87,27 @@ async def run_until_closed(ws: WebSocket, sender: Coroutine[Any, Any, None]) -> 
             if message["type"] == "websocket.disconnect":
                 return
 
-    await run_first(ws, sender, receiver())
+    await run_first(ws, sender, receiver(), *([until_hidden(ws, sid)] if sid is not None else []))
+
+
+async def until_hidden(ws: WebSocket, sid: str) -> None:
+    """Return once this caller may no longer see session ``sid`` (restricted to other users
+    while it watched), the socket closed with 4403 and the reason; never, on a server without
+    users."""
+    changed = asyncio.Event()
+    users = users_of(ws)
+    unwatch = users.watch(changed.set) if users is not None else None
+    try:
+        while True:
+            await changed.wait()
+            changed.clear()
+            if not visible(ws, sid):
+                why = f"session {sid[:40]} is restricted to named users now, and you are not one of them"
+                await ws.close(code=CLOSE_FORBIDDEN, reason=why)
+                return
+    finally:
+        if unwatch is not None:
+            unwatch()
 
 
 async def run_first(ws: WebSocket, *coros: Coroutine[Any, Any, None], what: str = "websocket") -> None:

@@ -316,6 +316,11 @@ class EventStream:
             except TimeoutError:
                 return Ping()
 
+    def resync(self) -> None:
+        """Send a fresh snapshot next (what this subscriber may see changed: the API's users)."""
+        self._resync = True
+        self._ready.set()
+
     def close(self) -> None:
         self._hub._streams.discard(self)
 
