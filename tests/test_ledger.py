@@ -298,6 +298,20 @@ def test_a_format_4_registry_gains_the_ledger(tmp_path: Path):
     assert verify(again.db) == (0, None)
 
 
+def test_a_format_6_registry_made_before_the_user_index_gains_it_and_keeps_its_rows(tmp_path: Path):
+    registry = Registry.in_state_dir(tmp_path)
+    book = Ledger(registry.db)
+    alice = Actor(kind=ActorKind.device, id="dev-a", name="pixel", user="alice")
+    for actor in (alice, TESTER):
+        book.append({"session": "s1", "agent": None, "actor": actor.model_dump(), "action": "send"})
+    registry.db.execute("DROP INDEX ledger_user")
+    registry.close()
+    again = Registry.in_state_dir(tmp_path)  # same format: no migration, the index made anyway
+    assert again.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ledger_user'").fetchone() is not None
+    assert [e.actor.id for e in Ledger(again.db).page(LedgerQuery(actor="alice")).entries] == ["dev-a"]
+    assert verify(again.db) == (2, None)
+
+
 async def test_appending_keeps_order_under_many_writers(tmp_path: Path):
     """Rows from many tasks on one loop each get their own seq, the chain unbroken."""
     registry, book = filled(tmp_path, rows=0)

@@ -368,7 +368,9 @@ def _add_ledger(p: argparse.ArgumentParser) -> None:
         help="the server's state folder (default: $PANEWATCH_STATE_DIR, else $XDG_STATE_HOME/panewatch)",
     )
     p.add_argument("--session", help="export: only this session's rows")
-    p.add_argument("--actor", help="export: only this actor's rows (its id)")
+    p.add_argument(
+        "--actor", help="export: only this actor's rows (a user's name, or an actor's id: a device, token, rule)"
+    )
     p.set_defaults(func=cmd_ledger)
 
 

@@ -91,6 +91,10 @@ CREATE TABLE IF NOT EXISTS push_subscriptions (
 )
 """,
 )
+#: The ledger's rows by the user of their actor (``?actor=``/``?user=`` name people): an index
+#: on the row's own JSON, so no column and no new format; made on every open as well (a file of
+#: format 6 written before it gets it, an older Panewatch ignores it).
+_LEDGER_USER_INDEX = "CREATE INDEX IF NOT EXISTS ledger_user ON ledger (json_extract(body, '$.actor.user'), seq)"
 #: Format 4: the ledger of decisions, append-only and hash-chained (``ledger.py`` writes and
 #: checks it), and the anchor: where the chain starts once old rows are pruned.
 _LEDGER_TABLES = (
@@ -108,6 +112,7 @@ CREATE TABLE IF NOT EXISTS ledger (
 """,
     "CREATE INDEX IF NOT EXISTS ledger_session ON ledger (session, seq)",
     "CREATE INDEX IF NOT EXISTS ledger_actor ON ledger (actor, seq)",
+    _LEDGER_USER_INDEX,
     """
 CREATE TABLE IF NOT EXISTS ledger_chain (
     id     INTEGER PRIMARY KEY CHECK (id = 1),
@@ -173,6 +178,7 @@ def _bring_up_to_date(conn: sqlite3.Connection, version: int) -> None:
             _add_missing_columns(conn)
             for table in (*_DEVICE_TABLES, *_LEDGER_TABLES, *_USER_TABLES):
                 conn.execute(table)
+        conn.execute(_LEDGER_USER_INDEX)
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 

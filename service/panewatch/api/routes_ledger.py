@@ -31,7 +31,18 @@ def ledger_of(request: Request) -> Ledger:
 
 L = Annotated[Ledger, Depends(ledger_of)]
 SessionQ = Annotated[str | None, Query(min_length=1, max_length=200, description="only this session's rows")]
-ActorQ = Annotated[str | None, Query(min_length=1, max_length=200, description="only this actor's rows (its id)")]
+ActorQ = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="only this actor's rows: a user's name (every device of that person) or an actor's id "
+        "(one device, the API token, a policy rule, a node); either matches",
+    ),
+]
+UserQ = Annotated[
+    str | None, Query(min_length=1, max_length=200, description="only rows by this user's devices (its name)")
+]
 SinceQ = Annotated[datetime | None, Query(description="only rows from then on: ISO 8601, or seconds since the epoch")]
 
 
@@ -41,13 +52,14 @@ async def ledger_page(
     request: Request,
     session: SessionQ = None,
     actor: ActorQ = None,
+    user: UserQ = None,
     since: SinceQ = None,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX, description="rows per page")] = 100,
     before: Annotated[int | None, Query(ge=1, description="rows before this seq (a page's next)")] = None,
 ) -> LedgerPage:
     """The newest matching decisions, oldest first; ``next`` reads the page before (rows of a
     session restricted to other users are left out)."""
-    query = LedgerQuery(session, actor, None if since is None else since.timestamp(), before, limit)
+    query = LedgerQuery(session, actor, None if since is None else since.timestamp(), before, limit, user)
     page = ledger.page(query)
     return page.model_copy(update={"entries": [e for e in page.entries if visible(request, e.session)]})
 
@@ -58,11 +70,11 @@ async def ledger_page(
     responses={200: {"content": {EXPORT_TYPE: {}}, "description": "one JSON object a line, oldest first"}},
 )
 async def ledger_export(
-    ledger: L, request: Request, session: SessionQ = None, actor: ActorQ = None
+    ledger: L, request: Request, session: SessionQ = None, actor: ActorQ = None, user: UserQ = None
 ) -> StreamingResponse:
     """Every matching row as one JSON line, oldest first: the canonical text each is hashed as
     (rows of a session restricted to other users are left out)."""
-    query = LedgerQuery(session, actor)
+    query = LedgerQuery(session, actor, user=user)
 
     def shown(body: str) -> bool:
         sid = json.loads(body).get("session")

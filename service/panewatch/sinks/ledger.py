@@ -88,13 +88,16 @@ class LedgerPage(BaseModel):
 
 @dataclass(frozen=True)
 class LedgerQuery:
-    """The filters of a page: exact session and actor id, not before ``since``, seq below ``before``."""
+    """The filters of a page: exact session; ``actor``: the actor's id or its user's name (a
+    person, or one device); ``user``: the user's name only; not before ``since``, seq below
+    ``before``."""
 
     session: str | None = None
     actor: str | None = None
     since: float | None = None
     before: int | None = None
     limit: int = 100
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -300,13 +303,23 @@ def export_lines(db: sqlite3.Connection, query: LedgerQuery) -> Iterator[str]:
         seq = rows[-1][0]
 
 
+#: The user of a row's actor, as the registry's index ``ledger_user`` names it (the same text, or
+#: SQLite does not use the index).
+_USER = "json_extract(body, '$.actor.user')"
+
+
 def _where(query: LedgerQuery, after: int | None = None) -> tuple[str, tuple[Any, ...]]:
     terms: list[str] = []
     args: list[str | float] = []
-    for column, value in (("session", query.session), ("actor", query.actor)):
-        if value is not None:
-            terms.append(f"{column} = ?")
-            args.append(value)
+    if query.session is not None:
+        terms.append("session = ?")
+        args.append(query.session)
+    if query.actor is not None:  # a device (or token, rule, node) by its id, or a person by name
+        terms.append(f"(actor = ? OR {_USER} = ?)")
+        args += [query.actor, query.actor]
+    if query.user is not None:
+        terms.append(f"{_USER} = ?")
+        args.append(query.user)
     if query.since is not None:
         terms.append("at >= ?")
         args.append(query.since)
