@@ -20,6 +20,7 @@ from panewatch.access.validation import clean_report
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked
 from panewatch.integrations.cline import CLINE_EVENTS, hook_event, overlay_dir, runner
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.procs.resume import agent_session_id
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit
@@ -28,10 +29,19 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hooks" / "clin
 
 
 def _payloads() -> list[dict[str, object]]:
-    """The payloads as the service takes them (nested values dropped: ``clean_report``)."""
+    """The payloads as the service takes them (``clean_report``: nested values dropped, but for
+    ``sessionContext``)."""
     files = sorted(FIXTURES.glob("*.json"))
     assert files, "no captured Cline payloads"
     return [clean_report(json.loads(f.read_text())) for f in files]
+
+
+def test_every_payload_names_the_session_a_resume_reopens() -> None:
+    # sessionContext.rootSessionId, kept by clean_report, in every payload the real Cline sent: the
+    # session `cline history` lists and `cline --id ID` reopens, not the payload's taskId
+    payloads = _payloads()
+    assert {agent_session_id(p) for p in payloads} == {"1796357986183_qoncj"}
+    assert all(p["taskId"] == "conv_1796357998535_7sg1s01" for p in payloads)
 
 
 def test_cline_payloads_read_as_the_state_they_mean() -> None:

@@ -20,6 +20,7 @@ from panewatch.access.validation import clean_report
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked
 from panewatch.integrations.copilot import COPILOT_EVENTS
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.procs.resume import agent_session_id
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit
@@ -50,6 +51,13 @@ def test_copilot_payloads_read_as_the_state_they_mean() -> None:
         ("userPromptSubmitted", State.working),
         ("agentStop", State.idle),
     ]
+
+
+def test_every_payload_names_the_conversation_a_resume_reopens() -> None:
+    # sessionId, in every payload the real Copilot CLI sent, as the service takes them: the id
+    # `copilot --resume ID` reopens (its transcript is kept under session-state/ID)
+    ids = {agent_session_id(p) for p in _payloads()}
+    assert ids == {"0690d88d-89c3-4785-b1b0-7001f020ba3f"}
 
 
 def test_a_permission_request_carries_its_structured_request() -> None:

@@ -19,6 +19,7 @@ from panewatch.access.validation import clean_report
 from panewatch.integrations import INTEGRATIONS, UnknownPayload, hooked
 from panewatch.integrations.opencode import CONTENT_VARIABLE, PLUGIN, with_plugin
 from panewatch.manifest import ManifestStore, bundled_manifest_dir
+from panewatch.procs.resume import agent_session_id
 from panewatch.states import State
 
 pytestmark = pytest.mark.unit
@@ -56,6 +57,13 @@ def test_opencode_events_read_as_the_state_they_mean() -> None:
         ("session.idle", IDLE),
         ("session.idle", IDLE),
     ]
+
+
+def test_every_event_names_the_conversation_a_resume_reopens() -> None:
+    # the plugin's sessionID, in every event the real opencode sent, as the service takes them:
+    # the id `opencode --session ID` reopens
+    ids = {agent_session_id(p) for p in _payloads()}
+    assert ids == {"ses_dc0a7c4dbffebx1AZnxa8LoGiF"}
 
 
 def test_a_permission_carries_its_structured_request() -> None:

@@ -5,6 +5,7 @@ code) with their last screen, and checks reports against the kept token hash."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from engine_support import TESTER, fast, memory_rig
 from panes_support import IDLE, PROMPT
+from panewatch.access.validation import clean_report
 from panewatch.engine import Engine, SessionSpec
 from panewatch.engine._keeper import STATE_SAVE_S
 from panewatch.errors import Conflict, InvalidRequest
@@ -124,15 +126,23 @@ async def lost_after_restart(
     await first.start()
     sid = (await first.create(spec, actor=TESTER)).id
     first.report(sid, {"hook_event_name": "SessionStart", "session_id": conversation})
-    keeper = first._p.keeper
-    assert keeper is not None
-    keeper.close()  # killed: nothing more reaches the registry
-    await first.stop()
-    host = AnyProgramHost()
-    second = memory_engine(Registry.in_state_dir(tmp_path), host)
-    await second.start()
+    second, host = await killed_and_restarted(first, tmp_path)
     assert second.info(sid).state == "lost"
     return second, host, sid
+
+
+async def killed_and_restarted(engine: Engine, tmp_path: Path) -> tuple[Engine, AnyProgramHost]:
+    """``engine`` killed as kill -9 would (nothing more reaches its registry: the one white-box
+    step here), then a new engine on the same registry, with a new memory host (which keeps no
+    pane: every session is lost there)."""
+    keeper = engine._p.keeper
+    assert keeper is not None
+    keeper.close()
+    await engine.stop()
+    host = AnyProgramHost()
+    restarted = memory_engine(Registry.in_state_dir(tmp_path), host)
+    await restarted.start()
+    return restarted, host
 
 
 @pytest.mark.unit
@@ -180,10 +190,23 @@ async def test_a_lost_session_resumes_its_launch_its_wrapper_flags_and_env_after
         assert info.command == argv and info.state != "lost"
         env = host.handles[sid].spec.env
         assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9" and env["PANEWATCH_SESSION"] == sid
-        # resumed twice (lost again): the same launch again, never a second --resume
-        parts, session = engine._p, engine._p.table.get(sid)
-        assert parts.restorer is not None and session is not None
-        assert parts.restorer._resume_argv(session).count("--resume") == 1
+    finally:
+        await engine.stop()
+
+
+@pytest.mark.unit
+async def test_a_session_lost_twice_resumes_its_launch_again_never_a_second_resume(tmp_path: Path) -> None:
+    launched = ["claude", "--permission-mode", "plan"]
+    engine, host, sid = await lost_after_restart(tmp_path, SessionSpec(agent="claude", command=launched), "conv-5")
+    await engine.resume(sid, actor=TESTER)
+    engine.report(sid, {"hook_event_name": "SessionStart", "session_id": "conv-6"})
+    engine, host = await killed_and_restarted(engine, tmp_path)
+    try:
+        assert engine.info(sid).state == "lost"
+        await engine.resume(sid, actor=TESTER)
+        argv = list(host.handles[sid].spec.argv)
+        assert argv[: len(launched) + 2] == [*launched, "--resume", "conv-6"], argv
+        assert argv.count("--resume") == 1
     finally:
         await engine.stop()
 
@@ -205,5 +228,38 @@ async def test_a_lost_card_says_what_the_409_says(tmp_path: Path, command: list[
             await engine.resume(sid, actor=TESTER)
         assert str(refused.value) == offer.why
         assert sid not in host.handles and engine.info(sid).state == "lost"  # nothing started
+    finally:
+        await engine.stop()
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hooks"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("agent", "version", "launched", "resume_args"),
+    [
+        ("opencode", "1.18.33", ["opencode", "--agent", "plan"], ["--session", "ses_dc0a7c4dbffebx1AZnxa8LoGiF"]),
+        ("copilot", "1.0.102", ["copilot", "--mode", "plan"], ["--resume", "0690d88d-89c3-4785-b1b0-7001f020ba3f"]),
+        ("cline", "3.0.65", ["cline", "--tui", "--auto-approve", "false"], ["--id", "1796357986183_qoncj"]),
+    ],
+)
+async def test_the_recorded_hook_payloads_of_the_newer_agents_are_what_a_resume_reopens(
+    tmp_path: Path, agent: str, version: str, launched: list[str], resume_args: list[str]
+) -> None:
+    # the real CLIs' payloads, as the report route takes them (clean_report), into the registry;
+    # after a restart the session resumes on that conversation, its launch kept, hooks added again
+    registry = Registry.in_state_dir(tmp_path)
+    first = memory_engine(registry, AnyProgramHost())
+    await first.start()
+    sid = (await first.create(SessionSpec(agent=agent, command=launched), actor=TESTER)).id
+    for path in sorted((FIXTURES / agent / version).glob("*.json")):
+        first.report(sid, clean_report(json.loads(path.read_text())))
+    engine, host = await killed_and_restarted(first, tmp_path)
+    try:
+        assert engine.info(sid).state == "lost"
+        await engine.resume(sid, actor=TESTER)
+        argv = list(host.handles[sid].spec.argv)
+        assert argv[: len(launched) + 2] == [*launched, *resume_args], argv
     finally:
         await engine.stop()

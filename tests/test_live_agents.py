@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from agent_lab_support import lab_or_skip
 from live import Live, live_server
-from panewatch_lab.agent_labs import LABS, AgentLab
+from panewatch_lab.agent_labs import AgentLab
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
 
@@ -49,14 +50,6 @@ RUNS = [("sweep", 32, 120), ("change", 24, 80)]
 #: the 200-send soak's time (~85 s per agent, the suite's longest tests). Before moving a CLI's
 #: pin, run the long soak: PANEWATCH_LIVE_SENDS=200.
 SENDS = int(os.environ.get("PANEWATCH_LIVE_SENDS", "60"))
-
-
-def _lab(agent: str) -> tuple[AgentLab, str]:
-    lab = LABS[agent]
-    binary = lab.find()
-    if binary is None:
-        pytest.skip(f"{agent} CLI not installed ({' '.join(lab.install_command(lab.pinned, lab.default_prefix()))})")
-    return lab, binary
 
 
 @pytest.fixture
@@ -151,7 +144,7 @@ async def wait_turn(mock: LoopbackServer, state: str, requests: int, timeout: fl
 @pytest.fixture
 async def mock_and_live(request: pytest.FixtureRequest) -> AsyncIterator[tuple[LoopbackServer, Live]]:
     agent, mode = request.param[0], request.param[1]
-    lab, _ = _lab(agent)
+    lab, _ = lab_or_skip(agent)
     with LoopbackServer(lab.mock(None)) as mock:
         async with live_server(mode=mode) as live:
             yield mock, live
@@ -186,7 +179,7 @@ async def test_a_session_from_start_to_approval_to_idle(
     mock, live = mock_and_live
     agent = request.node.callspec.params["mock_and_live"][0]
     facts = AGENTS[agent]
-    lab, binary = _lab(agent)
+    lab, binary = lab_or_skip(agent)
     sid = await launch(live, lab, binary, work, mock, rows_, cols)
     decisions = Decisions(live, sid)
     try:
@@ -272,7 +265,7 @@ async def test_every_send_arrives_whole(mock_and_live, work: Path, request: pyte
     one reaches the model once, whole (no Enter lost into a newline, none left in the box)."""
     mock, live = mock_and_live
     agent = request.node.callspec.params["mock_and_live"][0]
-    lab, binary = _lab(agent)
+    lab, binary = lab_or_skip(agent)
     sid = await launch(live, lab, binary, work, mock, 32, 120)
     await shows(live, sid, AGENTS[agent]["ready"], 40)
     await state_is(live, sid, "idle", 10)

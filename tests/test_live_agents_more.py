@@ -6,8 +6,9 @@ One run per agent (their CI cost kept small: these are slow starters): launched 
 thinks, ``blocked`` while its shell command waits (``/send`` refused), and after a confirmed
 ``/answer`` the command must have run and the pane be ``idle`` again. The mock's JSON-lines log is
 the ground truth for what the model was doing. Where the agent has hooks the service adds at launch
-(Qwen Code, Cline, opencode's plugin, Copilot CLI), the hooks' reports must arrive too (in ``/explain``'s ``signals.report`` at each
-step), and nothing may land in the user's own files.
+(Qwen Code, Cline, opencode's plugin, Copilot CLI, gptme's plugin), the hooks' reports must
+arrive too (in ``/explain``'s ``signals.report`` at each step), and nothing may land in the user's
+own files; gptme's plugin also runs beside the user's own plugins (both still run).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any
 
 import pytest
 
+from agent_lab_support import lab_or_skip
 from live import Live, live_server
 from panewatch.engine.events import Reported
-from panewatch_lab.agent_labs import LABS, AgentLab
+from panewatch.procs.resume import agent_session_id
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
 from test_live_agents import Decisions, settled, shows, wait_turn
@@ -84,6 +86,17 @@ AGENTS: dict[str, dict[str, Any]] = {
         # gptme turns itself non-interactive (no prompt, no confirmations) when it sees
         # PYTEST_CURRENT_TEST, which the service's environment passes on to every pane here
         "wrap": ["env", "-u", "PYTEST_CURRENT_TEST"],
+        # its plugin (an entry point on PYTHONPATH): gptme asks inside the tool's execution, so
+        # tool.execute.pre comes before the question and tool.confirm names its command
+        "hooks": (
+            {"turn.pre", "generation.pre", "tool.execute.pre", "tool.execute.post"},
+            {"tool.confirm"},
+            {"turn.post"},
+        ),
+        "reported": {"working": {"generation.pre"}, "blocked": {"tool.confirm"}, "idle": {"turn.post"}},
+        "request": {"source": "hook", "tool": "shell", "subject": "touch x.txt", "disagrees": None},
+        "conversation": "lab-session",
+        "untouched": [".config/gptme/config.toml"],
     },
     "cline": {
         "ready": "Auto-approve all disabled",
@@ -98,14 +111,6 @@ AGENTS: dict[str, dict[str, Any]] = {
 }
 #: Slow starters (opencode: 60-90 s to its first frame on this 2-core machine under load).
 READY_S = 240
-
-
-def _lab(agent: str) -> tuple[AgentLab, str]:
-    lab = LABS[agent]
-    binary = lab.find()
-    if binary is None:
-        pytest.skip(f"{agent} CLI not installed ({' '.join(lab.install_command(lab.pinned, lab.default_prefix()))})")
-    return lab, binary
 
 
 def _files(home: Path) -> dict[str, str]:
@@ -146,7 +151,7 @@ async def until(check: Any, what: str, timeout: float = 30) -> None:
 @pytest.mark.parametrize("agent", list(AGENTS))
 async def test_start_working_blocked_answer_idle(agent: str, tmp_path: Path) -> None:
     facts = AGENTS[agent]
-    lab, binary = _lab(agent)
+    lab, binary = lab_or_skip(agent)
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     with LoopbackServer(lab.mock(None)) as mock:
@@ -156,6 +161,7 @@ async def test_start_working_blocked_answer_idle(agent: str, tmp_path: Path) -> 
             env = lab.prepare(home, project, mock.url)
             argv = [*facts.get("wrap", ()), *lab.start_up(frozenset(), home, project, env, lab.argv(binary, project))]
             config_before = _files(home)
+            untouched = {name: (home / name).read_bytes() for name in facts.get("untouched", ())}
             s = await live.create(agent=agent, command=argv, cwd=str(project), env=env, rows=32, cols=120)
             sid = s["id"]
             decisions = Decisions(live, sid)
@@ -175,6 +181,10 @@ async def test_start_working_blocked_answer_idle(agent: str, tmp_path: Path) -> 
                 after = _files(home)
                 changed = [name for name, text in config_before.items() if after.get(name) != text]
                 assert not any("hooks" in after.get(name, "") for name in changed), changed
+                assert {name: (home / name).read_bytes() for name in untouched} == untouched
+                if "conversation" in facts:
+                    # every event named the conversation `--name` gave (its log folder's name)
+                    assert {agent_session_id(e.payload) for e in reports} == {facts["conversation"]}, seen
 
 
 async def _drive(
@@ -230,3 +240,68 @@ async def _drive(
     allowed = {facts["blocked_rule"], *facts.get("also_blocked", ())}
     wrongly = [d for d in decisions.seen if d[1] == "blocked" and d[2] == "screen" and d[3] not in allowed]
     assert not wrongly, decisions.seen
+
+
+#: A hook module of the user's own: it writes down every turn's end (gptme calls ``register()``).
+USER_HOOK = """
+import os
+from gptme.hooks import HookType, register_hook
+
+
+def _ended(manager=None):
+    with open(os.environ["MINE_LOG"], "a") as out:
+        out.write(f"{__name__} turn.post\\n")
+
+
+def register():
+    register_hook(f"{__name__}.ended", HookType.TURN_POST, _ended)
+"""
+
+
+async def test_gptme_keeps_the_users_own_plugins(tmp_path: Path) -> None:
+    """gptme's plugin beside the user's own: a folder plugin named in their ``config.toml``
+    (``[plugins] paths``) and an entry-point plugin on their own ``PYTHONPATH`` both still run,
+    and Panewatch's reports arrive too."""
+    lab, binary = lab_or_skip("gptme")
+    project, home, mine = tmp_path / "project", tmp_path / "home", tmp_path / "mine"
+    project.mkdir()
+    (mine / "plugins" / "mine_folder" / "hooks").mkdir(parents=True)
+    (mine / "plugins" / "mine_folder" / "__init__.py").write_text("")
+    (mine / "plugins" / "mine_folder" / "hooks" / "ended.py").write_text(USER_HOOK)
+    (mine / "path" / "mine_ep-1.0.dist-info").mkdir(parents=True)
+    (mine / "path" / "mine_ep.py").write_text(
+        USER_HOOK + "\n\ndef plugin():\n    from gptme.plugins.plugin import GptmePlugin\n\n"
+        '    return GptmePlugin(name="mine_ep", register_hooks=register)\n'
+    )
+    (mine / "path" / "mine_ep-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: mine-ep\nVersion: 1.0\n"
+    )
+    (mine / "path" / "mine_ep-1.0.dist-info" / "entry_points.txt").write_text(
+        "[gptme.plugins]\nmine_ep = mine_ep:plugin\n"
+    )
+    log = mine / "turns.txt"
+    with LoopbackServer(lab.mock(None)) as mock:
+        async with live_server(mode="change") as live:
+            reports: list[Reported] = []
+            live.engine.subscribe(lambda e: reports.append(e) if isinstance(e, Reported) else None)
+            env = lab.prepare(home, project, mock.url)
+            config = home / ".config" / "gptme" / "config.toml"
+            config.write_text(config.read_text() + f'\n[plugins]\npaths = ["{mine / "plugins"}"]\n')
+            before = config.read_bytes()
+            env = {**env, "PYTHONPATH": str(mine / "path"), "MINE_LOG": str(log)}
+            argv = [*AGENTS["gptme"]["wrap"], *lab.argv(binary, project)]
+            s = await live.create(agent="gptme", command=argv, cwd=str(project), env=env, rows=32, cols=120)
+            sid = s["id"]
+            try:
+                await shows(live, sid, "^User:", READY_S)
+                await live.wait_state(sid, "idle", 30)
+                await settled(live, sid, quiet=2.0, timeout=60)
+                r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:hello"})
+                assert r.status_code == 200, r.text
+                await wait_turn(mock, "done", 1, 90)
+                await until(lambda: any(e.event == "turn.post" for e in reports), "Panewatch's turn.post", 60)
+                await until(lambda: log.exists() and len(log.read_text().splitlines()) >= 2, "the user's hooks", 30)
+            finally:
+                await live.http.delete(f"/api/sessions/{sid}")
+    assert sorted(log.read_text().splitlines()) == ["mine_ep turn.post", "mine_folder.hooks.ended turn.post"]
+    assert config.read_bytes() == before

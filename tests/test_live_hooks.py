@@ -25,12 +25,13 @@ from typing import Any
 
 import pytest
 
+from agent_lab_support import lab_or_skip
 from live import Live, live_server
 from panewatch.engine.events import Reported
 from panewatch.procs.resume import agent_session_id
 from panewatch_lab.agent_labs import LABS
 from panewatch_lab.loopback import LoopbackServer
-from test_live_agents import AGENTS, _lab, rows, settled, shows, wait_turn
+from test_live_agents import AGENTS, rows, settled, shows, wait_turn
 
 pytestmark = pytest.mark.live
 
@@ -80,7 +81,7 @@ async def send(live: Live, sid: str, body: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("agent", list(EVENTS))
 async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path: Path) -> None:
-    _, binary = _lab(agent)
+    _, binary = lab_or_skip(agent)
     working, blocked, ended = EVENTS[agent]
     async with reporting(agent, tmp_path) as (mock, live, reports, env):
         config = _config_files(tmp_path / "home")  # before the launch: the hooks must not land in them
@@ -139,7 +140,7 @@ async def test_hooks_report_a_turn_and_a_permission_prompt(agent: str, tmp_path:
 async def test_codex_esc_mid_turn_reports_idle_by_its_interrupt_hook(tmp_path: Path) -> None:
     """Claude sends no hook when a turn is interrupted with Esc; Codex has ``Interrupt``, which
     the service adds: the report that says the turn ended comes from the agent itself."""
-    _, binary = _lab("codex")
+    _, binary = lab_or_skip("codex")
     async with reporting("codex", tmp_path) as (mock, live, reports, env):
         sid = await launch_ready(live, "codex", binary, tmp_path, env)
         await send(live, sid, {"text": "task:slow"})

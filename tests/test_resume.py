@@ -165,11 +165,71 @@ def test_qwen_resumes_its_launch(launched: list[str], expected: list[str]) -> No
     assert resumed("qwen", launched) == expected
 
 
-def test_agents_whose_hooks_give_no_conversation_id_have_no_resume() -> None:
-    # opencode (-s ID), Copilot CLI (--resume ID) and Cline (--id ID) can resume, but no hook of theirs is wired: the
-    # service never learns which conversation a pane holds, so there is nothing to resume by id
-    for agent in ("opencode", "copilot", "cline"):
-        assert STORE.get(agent).manifest.resume == []  # type: ignore[union-attr]
+@pytest.mark.parametrize(
+    ("launched", "expected"),
+    [
+        (["opencode"], ["opencode", "--session", ID]),
+        (
+            ["opencode", "--agent", "plan", "-m", "mock/x"],
+            ["opencode", "--agent", "plan", "-m", "mock/x", "--session", ID],
+        ),
+        # its bare word is the project folder, not a prompt: kept (the session is filed under it)
+        (["opencode", "../proj", "--pure"], ["opencode", "../proj", "--pure", "--session", ID]),
+        (["opencode", "--", "-odd-dir"], ["opencode", "--", "-odd-dir", "--session", ID]),
+        # the first prompt, and options that pick or fork a session themselves: not again
+        (["opencode", "--prompt", "fix the tests", "--auto"], ["opencode", "--auto", "--session", ID]),
+        (["opencode", "-c", "--fork", "--cors", "a", "b"], ["opencode", "--cors", "a", "b", "--session", ID]),
+        (["opencode", "-s", "ses_old", "--log-level", "DEBUG"], ["opencode", "--log-level", "DEBUG", "--session", ID]),
+        (
+            ["env", "OPENCODE_DISABLE_AUTOUPDATE=1", "opencode", "--port=4096"],
+            ["env", "OPENCODE_DISABLE_AUTOUPDATE=1", "opencode", "--port=4096", "--session", ID],
+        ),
+    ],
+)
+def test_opencode_resumes_its_launch_in_its_project(launched: list[str], expected: list[str]) -> None:
+    assert resumed("opencode", launched) == expected
+
+
+@pytest.mark.parametrize(
+    ("launched", "expected"),
+    [
+        (["copilot"], ["copilot", "--resume", ID]),
+        (
+            ["copilot", "--mode", "plan", "--deny-tool", "shell(rm)", "write", "-C", "sub"],
+            ["copilot", "--mode", "plan", "--deny-tool", "shell(rm)", "write", "-C", "sub", "--resume", ID],
+        ),
+        # the first prompt (and what is attached to it): not again; a session picked or named: replaced
+        (["copilot", "-i", "fix the tests", "--allow-all-tools"], ["copilot", "--allow-all-tools", "--resume", ID]),
+        (["copilot", "-p", "go", "--attachment", "a.png", "-s"], ["copilot", "-s", "--resume", ID]),
+        (["copilot", "--resume", "--model", "gpt-x"], ["copilot", "--model", "gpt-x", "--resume", ID]),
+        (["copilot", "-r", "0cb916d", "--continue", "-n", "mine"], ["copilot", "--resume", ID]),
+        (["copilot", "--session-id=0cb9", "--yolo"], ["copilot", "--yolo", "--resume", ID]),
+    ],
+)
+def test_copilot_resumes_its_launch(launched: list[str], expected: list[str]) -> None:
+    assert resumed("copilot", launched) == expected
+
+
+@pytest.mark.parametrize(
+    ("launched", "expected"),
+    [
+        (["cline", "--tui", "--auto-approve", "false"], ["cline", "--tui", "--auto-approve", "false", "--id", ID]),
+        # the first prompt is the session's already: not again; a session picked by the launch: replaced
+        (["cline", "-i", "-p", "fix the tests"], ["cline", "-i", "-p", "--id", ID]),
+        (
+            ["cline", "--id", "1796_old", "-m", "x", "--retries", "3"],
+            ["cline", "-m", "x", "--retries", "3", "--id", ID],
+        ),
+        (["cline", "--retries", "--json"], ["cline", "--retries", "--json", "--id", ID]),
+    ],
+)
+def test_cline_resumes_its_launch(launched: list[str], expected: list[str]) -> None:
+    assert resumed("cline", launched) == expected
+
+
+def test_a_cline_launched_in_a_new_worktree_is_refused_not_resumed_elsewhere() -> None:
+    with pytest.raises(ResumeError, match="--worktree sets up something new at every start"):
+        resumed("cline", ["cline", "--tui", "--worktree"])
 
 
 def test_aider_and_the_shell_have_no_resume() -> None:
@@ -244,6 +304,11 @@ def test_conversation_id_from_a_hook_payload() -> None:
     assert agent_session_id({"hook_event_name": "Stop", "session_id": "0b7f3c1e-1111"}) == "0b7f3c1e-1111"
     assert agent_session_id({"session_id": "--dangerously-skip-permissions"}) is None  # never an option
     assert agent_session_id({"state": "idle"}) is None
+    assert agent_session_id({"opencode": "session.idle", "sessionID": "ses_dc0a7c"}) == "ses_dc0a7c"
+    assert agent_session_id({"copilot_event": "agentStop", "sessionId": "0690d88d-89c3"}) == "0690d88d-89c3"
+    cline = {"hookName": "agent_end", "taskId": "conv_1", "sessionContext": {"rootSessionId": "1796_qoncj"}}
+    assert agent_session_id(cline) == "1796_qoncj"
+    assert agent_session_id({"sessionContext": "1796_qoncj"}) is None
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,18 @@ pytestmark = pytest.mark.live
 
 STORE = ManifestStore.from_dirs(bundled_manifest_dir())
 #: the agent, and the words before ``--help`` that show the options its resumed command reads
-CLIS = {"claude": (), "codex": ("resume",), "gemini": (), "qwen": ()}
+CLIS = {
+    "claude": (),
+    "codex": ("resume",),
+    "gemini": (),
+    "qwen": (),
+    "opencode": (),
+    "copilot": (),
+    "cline": (),
+    "gptme": (),
+}
+#: the CLIs whose help is click's (Python), not a Node or Rust parser's
+CLICK = {"gptme"}
 
 
 def table(agent: str) -> ResumeSpec:
@@ -39,13 +50,15 @@ def binary(agent: str) -> str:
     lab = get_lab(agent)
     found = lab.find()
     if found is None:
-        pytest.skip(f"{agent} {lab.pinned} not installed (npm install --prefix .lab-npm {lab.package}@{lab.pinned})")
+        pytest.skip(
+            f"{agent} {lab.pinned} not installed ({' '.join(lab.install_command(lab.pinned, lab.default_prefix()))})"
+        )
     return found
 
 
 @pytest.mark.parametrize("agent", sorted(CLIS))
 def test_the_resume_table_reads_options_as_the_pinned_cli_does(agent: str) -> None:
-    cli = options_of(binary(agent), CLIS[agent])
+    cli = options_of(binary(agent), CLIS[agent], click=agent in CLICK)
     spec = table(agent)
     ours = Options(
         frozenset(spec.value_options), frozenset(spec.optional_value), frozenset(spec.variadic), frozenset(spec.flags)

@@ -25,8 +25,9 @@ ECHO_MAX = 120
 #: Longest text of one field kept from a hook report.
 REPORT_TEXT_MAX = 500
 #: A hook payload's objects that say what a permission request is about: Claude's and Codex's
-#: ``tool_input``, Gemini's ToolPermission ``details`` (the confirmation's command or file).
-NESTED_KEPT = frozenset({"tool_input", "details"})
+#: ``tool_input``, Gemini's ToolPermission ``details`` (the confirmation's command or file); and
+#: Cline's ``sessionContext``, whose ``rootSessionId`` is the conversation a resume reopens.
+NESTED_KEPT = frozenset({"tool_input", "details", "sessionContext"})
 #: A text in a hook payload's ``tool_input`` (a command, a path): longer than a report's texts.
 TOOL_INPUT_TEXT_MAX = 2000
 
@@ -92,7 +93,8 @@ def clean_report(payload: Mapping[Any, Any]) -> dict[str, Any]:
     """A hook payload reduced to what a state can carry: top-level scalars, text cleaned and cut.
 
     Nested values are dropped — they are where a hostile or broken hook would hide megabytes or
-    unencodable text — except those that say what a permission request is about (``NESTED_KEPT``):
+    unencodable text — except those that say what a permission request is about, or which
+    conversation it is (``NESTED_KEPT``):
     each keeps its own top-level scalars and lists of strings (an argv), cut the same way.
     """
     out: dict[str, Any] = {}

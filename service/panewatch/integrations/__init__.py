@@ -4,7 +4,7 @@ An integration adds what the agent needs at launch (Claude Code: ``--settings``;
 overrides; Gemini CLI: an overlay settings folder in its environment; Qwen Code: a system-defaults
 file of its own; Cline: an overlay ``CLINE_DIR``;
 opencode: a plugin in ``OPENCODE_CONFIG_CONTENT``;
-Copilot CLI: a ``--plugin-dir`` plugin) and reads the agent's own
+Copilot CLI: a ``--plugin-dir`` plugin; gptme: a plugin on ``PYTHONPATH``) and reads the agent's own
 reports (hook payloads) into a :class:`~panewatch.panes.signals.Report`. The manifest's ``hooks`` field
 names the integration; a new agent's hooks plug in by adding a module here and a line to
 ``INTEGRATIONS``.
@@ -22,6 +22,7 @@ from .cline import ClineIntegration
 from .codex import CodexIntegration
 from .copilot import CopilotIntegration
 from .gemini import GeminiIntegration
+from .gptme import GptmeIntegration
 from .opencode import OpencodeIntegration
 from .qwen import QwenIntegration
 
@@ -33,6 +34,7 @@ INTEGRATIONS: dict[str, Integration] = {
     "cline": ClineIntegration(),
     "opencode": OpencodeIntegration(),
     "copilot": CopilotIntegration(),
+    "gptme": GptmeIntegration(),
 }
 
 #: Hook payloads from an agent whose manifest names no integration are read as this one's

@@ -171,9 +171,9 @@ class Manifest(BaseModel):
     resume: ResumeSpec | list[str] = []
     #: Which hook integration the launcher may add (``claude``: ``--settings``; ``codex``: ``-c``
     #: overrides; ``gemini``: an overlay settings folder; ``qwen``: a system-defaults file; ``cline``: an
-    #: overlay ``CLINE_DIR``; ``opencode``: a plugin; ``copilot``: ``--plugin-dir``), and whose
+    #: overlay ``CLINE_DIR``; ``opencode``: a plugin; ``copilot``: ``--plugin-dir``; ``gptme``: a plugin on ``PYTHONPATH``), and whose
     #: payloads the reports are.
-    hooks: Literal["claude", "codex", "gemini", "qwen", "cline", "opencode", "copilot"] | None = None
+    hooks: Literal["claude", "codex", "gemini", "qwen", "cline", "opencode", "copilot", "gptme"] | None = None
     #: Keys that pick option ``{n}`` of a prompt (Claude's menus take the digit alone).
     option_keys: str = Field(default="{n}", pattern=r"\{n\}")
     #: Seconds after launch during which a screen no rule matches reads ``working`` (source

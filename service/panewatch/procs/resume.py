@@ -1,7 +1,8 @@
 """Resuming a lost agent: the command it was launched with, its conversation id put in.
 
 A pane is lost when its tmux server died (killed, machine rebooted). The agent's conversation is
-not: Claude Code, Codex and Gemini CLI keep it on disk under an id their hooks report. Resuming
+not: Claude Code, Codex, Gemini CLI, Qwen Code, opencode, Copilot CLI, Cline and gptme keep it on disk
+under an id their hooks report (:func:`agent_session_id`). Resuming
 starts the *launched* command again — the wrappers in front (``sudo -u agent --``, ``env A=1``),
 the agent's own flags (``--permission-mode plan``, ``--sandbox read-only``) — with the manifest's
 resume arguments put in their place, in the same folder under the same Panewatch session id. A
@@ -58,6 +59,12 @@ class ResumeSpec(BaseModel):
     variadic: tuple[str, ...] = ()
     #: options without a value
     flags: tuple[str, ...] = ()
+    #: options a launch cannot be resumed with as it was (Cline's ``--worktree`` makes a new
+    #: worktree at every start): such a launch is refused with the reason, never resumed without
+    refused: tuple[str, ...] = ()
+    #: what the launch's bare words (operands) are: "prompt", its first prompt (left out: the
+    #: conversation has it), or "kept", the agent's own (opencode's ``[project]`` folder)
+    operands: Literal["prompt", "kept"] = "prompt"
 
     @model_validator(mode="after")
     def _consistent(self) -> ResumeSpec:
@@ -74,9 +81,9 @@ class ResumeSpec(BaseModel):
                 if name in seen:
                     raise ValueError(f"resume: {name} is in both {seen[name]} and {kind}")
                 seen[name] = kind
-        unknown = [name for name in self.replaces if name not in seen]
+        unknown = [name for name in (*self.replaces, *self.refused) if name not in seen]
         if unknown:
-            raise ValueError(f"resume.replaces: {', '.join(unknown)} must also be listed by how they read")
+            raise ValueError(f"resume: {', '.join(unknown)} must also be listed by how they read")
         return self
 
     def kind_of(self, option: str) -> str | None:
@@ -87,11 +94,29 @@ class ResumeSpec(BaseModel):
         return None
 
 
+#: Where each agent's hook payload names its conversation, first found wins: ``session_id``
+#: (Claude Code, Gemini CLI and Qwen Code, in every event; gptme's plugin: the conversation's name), ``thread-id`` (Codex's notify),
+#: ``sessionID`` (opencode's plugin; it sends no event of a subagent's session), ``sessionId``
+#: (Copilot CLI, in every hook payload), ``sessionContext.rootSessionId`` (Cline: the session
+#: ``cline history`` lists and ``--id`` reopens, the same in a subagent's events; its top-level
+#: ``taskId`` names one task of it, which ``--id`` does not take).
+CONVERSATION_KEYS: tuple[tuple[str, ...], ...] = (
+    ("session_id",),
+    ("thread-id",),
+    ("thread_id",),
+    ("sessionID",),
+    ("sessionId",),
+    ("sessionContext", "rootSessionId"),
+)
+
+
 def agent_session_id(payload: Mapping[str, Any]) -> str | None:
-    """The agent's conversation id in a hook payload (Claude: ``session_id`` in every event;
-    Codex notify: ``thread-id``), when it looks like one."""
-    for key in ("session_id", "thread-id", "thread_id"):
-        value = payload.get(key)
+    """The agent's conversation id in a hook payload (:data:`CONVERSATION_KEYS`), when it looks
+    like one: it becomes a word of the resumed command, never an option."""
+    for path in CONVERSATION_KEYS:
+        value: Any = payload
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
         if isinstance(value, str) and AGENT_SESSION_ID.fullmatch(value):
             return value
     return None
@@ -116,11 +141,22 @@ def _agent_words(words: Sequence[str], spec: ResumeSpec) -> list[str]:
     while i < len(words):
         word = words[i]
         if word == "--":
-            break  # only operands follow: the prompt
+            if spec.operands == "kept":
+                kept += words[i:]
+            break  # only operands follow: the prompt, unless the agent's operands are kept
         if not word.startswith("-") or word == "-":
-            i += 1  # an operand: the first prompt (or a subcommand such as `codex resume OLD`)
+            # an operand: the first prompt (or a subcommand such as `codex resume OLD`), or
+            # where the manifest says so, the agent's own (a folder)
+            if spec.operands == "kept":
+                kept.append(word)
+            i += 1
             continue
         name, attached = _option_name(word, spec)
+        if name in spec.refused:
+            raise ResumeError(
+                f"the launch's {name} sets up something new at every start, so the agent cannot be started "
+                "again as it was launched; start a new session"
+            )
         kind = spec.kind_of(name)
         taken = [word]
         i += 1
