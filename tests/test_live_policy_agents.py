@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from agent_lab_support import lab_or_skip
 from live import Live, live_server
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
-from test_live_agents import AGENTS, _lab, settled, shows, state_is, wait_turn
+from test_live_agents import AGENTS, settled, shows, state_is, wait_turn
 from test_live_claude import Events
-from test_live_policy import POLICY
+from test_live_policy import DENY, POLICY, policy_rows
 
 pytestmark = pytest.mark.live
 
@@ -59,7 +60,7 @@ def _policy_event(sid: str, action: str) -> Any:
 async def _ready(agent: str, work: Path, policy: str) -> AsyncIterator[tuple[Live, Events, LoopbackServer, str]]:
     """The real CLI on its lab mock, launched through a real server with ``policy``, once its
     input box is up and quiet: (server, its state events, the mock, the session id)."""
-    lab, binary = _lab(agent)
+    lab, binary = lab_or_skip(agent)
     (work / "scenario.toml").write_text(SCENARIO)
     (work / "policy.toml").write_text(policy)
     (work / "project" / "build").mkdir(parents=True)
@@ -123,41 +124,38 @@ async def _run(agent: str, live: Live, events: Events, mock: LoopbackServer, sid
     assert last_turn(mock.records()).requests > before
 
 
-#: A rule that refuses: Codex asks "No, and tell Codex what to do differently", so the refusal
-#: comes with the rule's reason, typed where Codex waits for it.
-DENY = """
-[[rules]]
-id = "no-rm"
-tool = "Bash"
-subject = '^rm -rf [a-z]+$'
-action = "deny"
-reason = "nothing is deleted without a person"
-"""
+# DENY (test_live_policy's rule): Codex's "No, and tell Codex what to do differently" and Gemini's
+# "No, suggest changes (esc)" both end the turn at the agent's input box (``tell_why`` in their
+# manifests), so the refusal comes with the rule's reason, typed there.
 
 
-async def test_a_deny_on_codex_refuses_and_tells_codex_why(tmp_path: Path) -> None:
-    async with _ready("codex", tmp_path, DENY) as (live, events, mock, sid):
+@pytest.mark.parametrize("agent", ["codex", "gemini"])
+async def test_a_deny_refuses_and_tells_the_agent_why(agent: str, tmp_path: Path) -> None:
+    """The path exercised: the agent's hook only reports the request (Codex's PermissionRequest
+    hook answers nothing; Gemini's ToolPermission is a notification), so the CLI draws its own
+    dialog and the rule answers that dialog's "No" through the guarded answer, as a person's keys
+    would, then types its reason at the input box the CLI goes back to."""
+    async with _ready(agent, tmp_path, DENY) as (live, events, mock, sid):
         r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:remove"})
         assert r.status_code == 200, r.text
         decided = await events.wait(_policy_event(sid, "deny"), 40)
         assert decided["rule"] == "no-rm" and decided["request"]["subject"] == "rm -rf build", decided
+        assert decided["request"]["source"] == "hook", decided
         # the reason reaches the model as the user's next words
         deadline = asyncio.get_running_loop().time() + 30
         while not any("Refused by policy rule no-rm" in str(r.get("task")) for r in mock.records()):
             assert asyncio.get_running_loop().time() < deadline, mock.records()
             await asyncio.sleep(0.1)
+        # the model was asked nothing between the refusal and the reason, which is the user's own words
+        asked = [
+            (r["step"], r["task"], r["after"])
+            for r in mock.records()
+            if r["event"] == "request" and r["kind"] == "main"
+        ]
+        reason = "Refused by policy rule no-rm: nothing is deleted without a person"
+        assert asked == [("remove", "task:remove", "user"), ("fallback", reason, "user")], asked
         await state_is(live, sid, "idle", 30)
         assert (tmp_path / "project" / "build").is_dir()
         # the rule's two rows: its answer, and the words it typed (the ledger writes them as they come)
-        deadline = asyncio.get_running_loop().time() + 10
-        while True:
-            ledger = (await live.http.get("/api/ledger", params={"session": sid})).json()["entries"]
-            by_policy = [
-                (e["action"], e.get("took"))
-                for e in ledger
-                if e["actor"]["kind"] == "policy" and e["action"] in ("answer", "send")
-            ]
-            if len(by_policy) >= 2 or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        assert by_policy == [("answer", True), ("send", None)], [(e["action"], e["actor"]["kind"]) for e in ledger]
+        by_policy, ledger = await policy_rows(live, sid)
+        assert by_policy == [("answer", "no-rm", True), ("send", "no-rm", None)], ledger
