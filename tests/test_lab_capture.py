@@ -4,11 +4,15 @@ real captures of the CLI — including one it must refuse because its label is w
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+import panewatch_lab.capture as capture_module
 from panewatch.fixtures import FixtureTruth, load_folder
 from panewatch_lab.capture import (
     CaptureRefused,
@@ -16,6 +20,7 @@ from panewatch_lab.capture import (
     check_mock,
     check_screen,
     mock_turn,
+    run_step,
 )
 from panewatch_lab.capture_plan import (
     CapturePlan,
@@ -210,3 +215,44 @@ def test_a_capture_whose_label_the_screen_contradicts_is_refused() -> None:
     assert "screen lacks" in reason and "screen shows 'Do you want to'" in reason
     assert "mock: the turn is 'tool'" in reason
     assert any("Do you want to" in line for line in refused.value.screen)
+
+
+class _OpencodeFooter:
+    """opencode 1.18.33's interrupt, as its bundle codes it: a first Esc arms it for 5 s (the
+    footer reads "esc again to interrupt"), a second within those 5 s aborts the turn. This one
+    draws at once (the fast case) and lets the 5 s pass whenever a wait would outlast them."""
+
+    exit_status = None
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.aborted = False
+
+    def text(self) -> str:
+        footer = "" if self.aborted else ("esc again to interrupt" if self.armed else "esc interrupt")
+        return f"  ⬝⬝⬝⬝  {footer}   ctrl+p commands"
+
+    def send(self, data: str) -> None:
+        if data == "\x1b" and not self.aborted:
+            self.aborted, self.armed = self.armed, not self.armed
+
+    def wait_for(self, pred: Callable[[str], bool], timeout: float) -> bool:
+        if not pred(self.text()) and self.armed and timeout > 5.0:
+            self.armed = False  # the arm expired while we waited
+        return pred(self.text())
+
+    @property
+    def screen(self) -> Any:
+        return SimpleNamespace(lines=lambda: [self.text()])
+
+
+@pytest.mark.unit
+def test_opencode_interrupt_steps_abort_even_when_the_first_esc_arms_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canary of 2026-12-04 was refused at opencode's `interrupted`: the first Esc had armed
+    the interrupt, the key step waited for the disarmed footer and its Esc only armed it again."""
+    monkeypatch.setattr(capture_module.time, "sleep", lambda _s: None)
+    spec = next(c for c in load_plan("opencode").capture if c.kind == "interrupted")
+    session = _OpencodeFooter()
+    for step in spec.steps:
+        run_step(session, SimpleNamespace(records=list), step)  # type: ignore[arg-type]
+    assert session.aborted

@@ -126,18 +126,27 @@ def test_other_dialogs_block_until_answered(
     assert [step for step in lab.steps() if not step.startswith("side")] == steps
 
 
-def test_text_and_enter_in_one_read_is_a_paste_when_longer_than_20_characters(lab: Lab) -> None:
-    """Why Panewatch's send pastes text bracketed (or waits 80 ms) before Enter: 2.1.332 takes
-    a read of more than ~21 bytes ending in CR for a paste and keeps the CR as a newline
-    (measured: 20 characters + CR submit, 21 + CR do not)."""
+def wait_steps(lab: Lab, n: int, timeout: float = 15.0) -> list[str]:
+    """The mock's steps once there are ``n`` (or what there is when ``timeout`` runs out)."""
+    deadline = time.monotonic() + timeout
+    while len(steps := lab.steps()) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return steps
+
+
+def test_text_and_enter_in_one_read_submits_once_the_cli_has_settled(lab: Lab) -> None:
+    """What one write of text and CR does to 2.1.332 depends on when it comes: right after its
+    prompt first appears it may take it for a paste and keep the CR as a newline (12 of 14 runs
+    at load), once it has been quiet for a second it submits it (17 of 17; notes/lab.md). This
+    test pins the settled behaviour, and the API's way, which holds either way: bracketed paste,
+    then Enter on its own."""
     s = lab.session
+    assert s.wait_quiet(1.0, 20), "the CLI kept drawing after its prompt"
     s.send("task:hello " + "x" * 19 + "\r")  # 30 characters + CR in one write
-    assert s.wait_for(lambda t: "task:hello " + "x" * 19 in t, 5), s.text()
-    assert not s.wait_for("Hello from the mock API", 1.5), "submitted, so the CLI no longer treats it as a paste"
-    assert lab.steps() == []
-    s.send("\x15")  # clear the box, then the API's way: bracketed paste, then Enter on its own
+    assert wait_steps(lab, 1) == ["hello"], s.text()
+    assert s.wait_for(lambda t: "Hello from the mock API" in t and IDLE in t, 10), s.text()
+    assert s.wait_quiet(1.0, 20)
     s.send("\x1b[200~task:hello " + "x" * 19 + "\x1b[201~")
     time.sleep(0.08)
     s.send("\r")
-    assert s.wait_for("Hello from the mock API", 10), s.text()
-    assert lab.steps() == ["hello"]
+    assert wait_steps(lab, 2) == ["hello", "hello"], s.text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from panewatch_lab.loopback import Loopback, LoopbackServer, free_port
+from panewatch_lab.loopback import PORT_SLICES, Loopback, LoopbackServer, _below_ephemeral, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +47,30 @@ def test_free_port_is_free_on_loopback() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # nothing holds it
+
+
+def test_free_port_is_never_one_an_outgoing_connection_could_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race seen once: a port handed out, then taken (as a client's source port, or by
+    another worker) before the server bound it. Handed-out ports lie below the ephemeral range,
+    one slice per worker, and one process never hands out the same port twice in a row."""
+    ports = _below_ephemeral()
+    if ports is None:
+        pytest.skip("no room below this kernel's ip_local_port_range")
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])  # the kernel's own
+    seen: dict[str, set[int]] = {}
+    for worker in ("", "gw0", "gw1", "gw2"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        seen[worker] = {free_port() for _ in range(20)}
+        assert len(seen[worker]) == 20  # in turn, not the same one again
+        assert all(ports.start <= p < low for p in seen[worker])
+    for a in seen:
+        for b in seen:
+            assert a == b or not seen[a] & seen[b]  # slices do not overlap
+    with socket.socket() as held:  # a port a listener holds is skipped, all the way round
+        held.bind(("127.0.0.1", free_port()))
+        held.listen()
+        round_trip = {free_port() for _ in range(len(ports) // PORT_SLICES)}
+        assert held.getsockname()[1] not in round_trip
 
 
 async def test_serving_in_this_loop_answers_then_lets_the_port_go() -> None:

@@ -13,6 +13,7 @@ or screens changed).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -53,6 +54,37 @@ def install(agent: str, version: str, prefix: Path) -> str:
     from panewatch_lab.agent_labs import get_lab
 
     return get_lab(agent).install(version, prefix)
+
+
+def package_of(agent: str) -> tuple[str, str]:
+    """(package, kind) of the agent's CLI: an npm package or a PyPI distribution."""
+    if agent == "claude":
+        return "@anthropic-ai/claude-code", "npm"
+    from panewatch_lab.agent_labs import get_lab
+
+    lab = get_lab(agent)
+    return lab.package, lab.kind
+
+
+def installed_version(agent: str, prefix: Path) -> str | None:
+    """The version an install into ``prefix`` actually put there (what ``latest`` resolved to),
+    read from the package's own metadata: npm's package.json, or the venv's dist-info."""
+    package, kind = package_of(agent)
+    if kind == "npm":
+        try:
+            meta = json.loads((prefix / "node_modules" / package / "package.json").read_text())
+        except (OSError, ValueError):
+            return None
+        version = meta.get("version") if isinstance(meta, dict) else None
+        return version if isinstance(version, str) else None
+    from importlib.metadata import distributions
+
+    wanted = package.lower().replace("_", "-")
+    for site in sorted(prefix.glob("lib/python*/site-packages")):
+        for dist in distributions(path=[str(site)]):
+            if (dist.metadata["Name"] or "").lower().replace("_", "-") == wanted:
+                return dist.version
+    return None
 
 
 #: The screen of the first refused capture (what a new version shows instead), for the report.
@@ -126,6 +158,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab canary") 
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     scratch = None
+    version = args.version
     try:
         if args.bin:
             binary = args.bin
@@ -133,11 +166,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "panewatch lab canary") 
             prefix = Path(args.prefix) if args.prefix else Path(scratch := tempfile.mkdtemp(prefix="panewatch-canary-"))
             print(f"installing {args.agent} {args.version} into {prefix}", file=sys.stderr)
             binary = install(args.agent, args.version, prefix)
+            resolved = installed_version(args.agent, prefix)
+            if resolved and resolved != args.version:
+                version = f"{args.version} ({resolved})"
+            print(f"installed {args.agent} {resolved or 'of an unknown version'}", file=sys.stderr)
         rows = run(args.agent, binary, args.sizes, args.jobs)
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    print(f"{args.agent} {args.version}: bundled manifest vs the capture plan's labels")
+    print(f"{args.agent} {version}: bundled manifest vs the capture plan's labels")
     print(table(rows, args.sizes))
     drift = [r for r in rows if r.drift]
     for r in drift:

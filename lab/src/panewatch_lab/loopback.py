@@ -1,7 +1,7 @@
 """Servers on loopback for the lab, the benchmark and the tests: one port picker, one harness.
 
-``free_port`` is for a server another process will start (the port is free when asked, so a
-small race remains); ``Loopback`` binds its socket at once and hands that very socket to
+``free_port`` is for a server another process will start (the port is free when asked and
+outside the range the kernel gives outgoing connections, so only another listener could take it); ``Loopback`` binds its socket at once and hands that very socket to
 uvicorn, so there is no race. A ``Loopback`` serves an app either in the caller's event loop
 (``async with lb.serving(app)``: the tests, whose code shares the server's loop) or in a thread
 with a loop of its own (``lb.start(app)`` … ``lb.close()``: the lab's synchronous tools, and the
@@ -12,11 +12,14 @@ shape of it (the mocks of other CLIs: ``records()`` from the app's turn log).
 from __future__ import annotations
 
 import asyncio
+import os
+import random
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Self
 
 import uvicorn
@@ -24,11 +27,62 @@ import uvicorn
 HOST = "127.0.0.1"
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port nothing listens on right now (for a server started by another process)."""
+#: How many ports below the kernel's ephemeral range ``free_port`` hands out, and in how many
+#: slices (one per pytest worker, the rest for processes outside pytest).
+PORT_WINDOW, PORT_SLICES = 12_000, 8
+_cursor: dict[int, int] = {}
+
+
+def _below_ephemeral() -> range | None:
+    """The ports just below ``ip_local_port_range``: no outgoing connection ever takes one as
+    its source port. None where the range cannot be read or leaves no room."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    start = max(1024, low - PORT_WINDOW)
+    return range(start, low) if low - start >= 100 * PORT_SLICES else None
+
+
+def _slice(ports: range) -> range:
+    """This process's slice of ``ports``: one per pytest-xdist worker (``gw0`` …), so that two
+    workers never pick the same port; slice 0 outside pytest-xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    n = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = len(ports) // PORT_SLICES
+    first = ports.start + (n % PORT_SLICES) * size
+    return range(first, first + size)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port nothing listens on right now, for a server another process will start.
+
+    Not the kernel's ``bind(0)``: that port comes from the ephemeral range, and between this
+    call and the server's own bind an outgoing connection (a test's client, a CLI calling its
+    mock) could take it as its source port, or another pytest worker be handed it too. These
+    ports lie below that range, in a slice per worker, handed out in turn by this process."""
+    ports = _below_ephemeral()
+    if ports is None:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+    mine = _slice(ports)
+    start = _cursor.setdefault(mine.start, random.randrange(len(mine)))
+    for i in range(len(mine)):
+        port = mine.start + (start + i) % len(mine)
+        if _bindable(host, port):
+            _cursor[mine.start] = (start + i + 1) % len(mine)
+            return port
+    raise OSError(f"no free port in {mine.start}-{mine.stop - 1} on {host}")
 
 
 class Loopback:
