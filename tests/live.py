@@ -184,15 +184,23 @@ class AsgiWebSocket:
 
 
 async def next_event(ws: Any, kind: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
-    """The next event of this type whose fields match."""
+    """The next event of this type whose fields match; on a timeout, the events passed over say
+    what happened instead."""
+    skipped: list[str] = []
 
     async def find() -> dict[str, Any]:
         while True:
             event = json.loads(await ws.recv())
             if event.get("type") == kind and all(event.get(k) == v for k, v in match.items()):
                 return event
+            skipped.append(" ".join(f"{k}={event.get(k)}" for k in ("type", "state", "prev", "source", "rule")))
 
-    return await asyncio.wait_for(find(), timeout)
+    try:
+        return await asyncio.wait_for(find(), timeout)
+    except TimeoutError:
+        raise AssertionError(
+            f"no {kind} event with {match} in {timeout} s; passed over:\n" + "\n".join(skipped)
+        ) from None
 
 
 @asynccontextmanager

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import websockets
@@ -37,14 +38,32 @@ async def socket_live():
         yield server
 
 
+async def working_read(live, sid: str, timeout: float = 10.0) -> None:
+    """Until the engine has read the agent's working screen. A launch reads ``working`` from
+    ``start`` before anything is drawn, and Claude's manifest has no start-up window, so a blank
+    screen read under load is ``idle`` for a moment: a gate opened on the first event could let
+    the dialog replace a working screen the engine never read (seen: blocked with prev idle)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        screen = (await live.http.get(f"/api/sessions/{sid}/screen")).json()  # read fresh
+        if (screen["state"], screen["rule"]) == ("working", "interrupt_footer"):
+            return
+        assert asyncio.get_running_loop().time() < deadline, screen
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.integration
-async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
+async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live, tmp_path):
+    gate = tmp_path / "go"  # each working phase lasts until the test has seen it
     async with live.ws("/ws/state") as ws:
         snapshot = json.loads(await ws.recv())
         assert snapshot["type"] == "snapshot" and snapshot["sessions"] == []
-        s = await live.create(agent="claude", command=bash(claude_like()), rows=12, cols=60)
+        s = await live.create(agent="claude", command=bash(claude_like(gate=str(gate))), rows=12, cols=60)
         created = await next_event(ws, "created")
         assert created["session"]["id"] == s["id"]
+        await next_event(ws, "state", session=s["id"], state="working")  # the launch's placeholder
+        await working_read(live, s["id"])  # and the agent's own working screen
+        Path(f"{gate}.1").touch()
         ev = await next_event(ws, "state", session=s["id"], state="blocked")
         assert ev["source"] == "screen" and ev["rule"] == "permission_dialog" and ev["prev"] == "working"
         assert set(ev) >= {"session", "state", "prev", "source", "rule", "at"}
@@ -69,6 +88,8 @@ async def test_blocked_event_send_refused_answer_accepted_state_moves_on(live):
         r = await live.http.post(f"/api/sessions/{s['id']}/answer", json={"option": 1, "confirm": True})
         assert r.status_code == 200, r.text
         assert r.json()["took"] is True and r.json()["state"] != "blocked"
+        await next_event(ws, "state", session=s["id"], state="working", prev="blocked")
+        Path(f"{gate}.2").touch()
         await next_event(ws, "state", session=s["id"], state="idle", prev="working")
         note = await next_event(ws, "notification", session=s["id"], state="idle")
         assert "done" in note["title"]

@@ -84,6 +84,9 @@ def all_rows_shown(page, fleet: Fleet) -> None:
     expect(page.locator("#queue .row")).to_have_count(len(fleet.all))
     for sid, asks in fleet.asks.items():
         expect(row(page, sid).locator(".request")).to_contain_text(asks)
+        # its answers too: what is asked shows from the screen first, the answers once its
+        # prompt is read, and a digit pressed in between has nothing to choose (seen at load 4)
+        expect(row(page, sid).locator("button.option").first).to_be_visible()
 
 
 # --- the queue: order, what is asked, the first viewport -------------------------------------------

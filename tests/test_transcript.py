@@ -169,17 +169,30 @@ async def test_no_recording_without_the_option():
         assert (await live.http.get(f"/api/sessions/{s['id']}/transcript")).status_code == 404
 
 
+def _open_files() -> set[Path]:
+    """The files this process holds open, from the kernel's own table (``/proc/self/fd``)."""
+    fds = Path("/proc/self/fd")
+    out = set()
+    for fd in fds.iterdir():
+        try:
+            out.add(Path(fd.readlink()))
+        except OSError:  # closed since the listing
+            continue
+    return out
+
+
 @pytest.mark.integration
 async def test_stopping_the_service_closes_recordings(tmp_path):
     async with live_server(transcripts=tmp_path) as live:
         s = await live.create(command=bash("printf 'bye\\r\\n'; sleep 30"))
-        for _ in range(200):
-            if live.engine.info(s["id"]).bytes_read:
+        path = tmp_path / f"{s['id']}.cast"
+        for _ in range(250):  # written (and opened) by a worker thread, a moment after the output
+            if path in _open_files():
                 break
             await asyncio.sleep(0.02)
-        recording = live.engine._p.table.by_id[s["id"]].transcript  # white box: its file handle
-    assert recording.closed and recording._file is not None and recording._file.closed
-    cast = read_cast(tmp_path / f"{s['id']}.cast")
+        assert path in _open_files()  # recording while the service runs
+    assert path not in _open_files()  # closed when it stopped
+    cast = read_cast(path)
     assert "bye" in "".join(e[2] for e in cast.events)
 
 
