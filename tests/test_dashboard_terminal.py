@@ -210,6 +210,9 @@ def test_claude_like_agent_interrupted_with_esc_and_dialog_driven_by_arrows(page
     card = card_of(page, sid)
     badge = card.locator(".badge-state")
     expect(badge).to_have_text("idle")
+    # its prompt drawn, as a user sees it before typing: a blank screen reads idle too, and keys
+    # typed before the agent's tty.setraw (TCSAFLUSH) are thrown away by the terminal
+    expect(card.locator(".screen")).to_contain_text("? for shortcuts")
     type_in(page, sid, "slow task")
     page.keyboard.press("Enter")
     expect(badge).to_have_text("working")
