@@ -26,7 +26,7 @@ from panewatch.engine.events import Reported
 from panewatch.procs.resume import agent_session_id
 from panewatch_lab.agent_scenario import last_turn
 from panewatch_lab.loopback import LoopbackServer
-from test_live_agents import Decisions, settled, shows, wait_turn
+from test_live_agents import Decisions, rows, settled, shows, wait_turn
 
 pytestmark = pytest.mark.live
 
@@ -218,7 +218,10 @@ async def _drive(
     before = last_turn(mock.records()).requests
     r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": "task:bash"})
     assert r.status_code == 200, r.text
-    await wait_turn(mock, "tool", before + 1, 90)
+    try:
+        await wait_turn(mock, "tool", before + 1, 90)
+    except AssertionError as exc:  # what the agent shows instead says why
+        raise AssertionError(f"{exc}; its screen:\n" + "\n".join(await rows(live, sid))) from None
     await shows(live, sid, facts["asked"], 90)
     info = await live.wait_state(sid, "blocked", 15)
     assert info["source"] in {"screen", "hook"}, info
