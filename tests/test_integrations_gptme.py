@@ -15,9 +15,11 @@ import json
 import os
 import sys
 import tempfile
+import tty
 import types
 from importlib.metadata import distributions
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -162,7 +164,8 @@ class _Gptme:
         self.module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.module)
         self.posted: list[tuple[str, dict[str, object]]] = []
-        monkeypatch.setattr(self.module, "post", lambda event, **fields: self.posted.append((event, fields)))
+        # what would go to the report socket (``post`` keeps its order and counting)
+        monkeypatch.setattr(self.module, "_send", lambda event, **fields: self.posted.append((event, fields)))
 
 
 def _call(tool: str, args: list[str] | None = None, content: str | None = None) -> types.SimpleNamespace:
@@ -214,3 +217,61 @@ def test_every_event_after_the_start_names_the_conversation(monkeypatch: pytest.
     # recorded generation.pre payloads of the real gptme carry it)
     assert gptme.posted[1] == ("generation.pre", {"model": "lab/mock-coder"})
     assert gptme.module._conversation == {"name": "lab-session"}
+
+
+def test_the_plugin_sees_when_a_prompt_reads_the_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _Gptme(monkeypatch, []).module
+    primary, terminal = os.openpty()
+    try:
+        assert not module.reading_keys(terminal)  # a new terminal is canonical: lines, not keys
+        tty.setraw(terminal)  # what prompt_toolkit does while gptme's prompt waits
+        assert module.reading_keys(terminal)
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert module.reading_keys(terminal)  # gone: nothing left to wait for
+
+
+def _deferred(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str], int, int]:
+    """The plugin, the events it sent, and a terminal in canonical mode: (module, sent, its fds)."""
+    gptme = _Gptme(monkeypatch, [])
+    sent: list[str] = []
+    monkeypatch.setattr(gptme.module, "_send", lambda event, **fields: sent.append(event))
+    primary, terminal = os.openpty()
+    return gptme.module, sent, primary, terminal
+
+
+def test_the_turns_end_is_told_once_gptmes_prompt_reads_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gptme writes its log and flushes typed-ahead keys after turn.post, then prompts: idle told
+    # at the hook let a message be typed into that gap and thrown away
+    module, sent, primary, terminal = _deferred(monkeypatch)
+    polls: list[float] = []
+
+    def poll(seconds: float) -> None:  # stands in for time.sleep: the prompt comes at the third look
+        polls.append(seconds)
+        assert sent == []  # nothing told while the terminal is still canonical
+        if len(polls) == 3:
+            tty.setraw(terminal)
+
+    try:
+        module._tell_when_prompting(terminal, module._said[0], {"session_id": "lab-session"}, sleep=poll)
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert sent == ["turn.post"] and len(polls) == 3
+
+
+def test_a_later_event_is_not_overtaken_by_the_deferred_turns_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    module, sent, primary, terminal = _deferred(monkeypatch)
+    mine = module._said[0]
+
+    def poll(seconds: float) -> None:  # the session ends before any prompt
+        module.post("session.end")
+        tty.setraw(terminal)
+
+    try:
+        module._tell_when_prompting(terminal, mine, {}, sleep=poll)
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert sent == ["session.end"]  # the stale idle is not sent after it

@@ -97,6 +97,10 @@ AGENTS: dict[str, dict[str, Any]] = {
         "request": {"source": "hook", "tool": "shell", "subject": "touch x.txt", "disagrees": None},
         "conversation": "lab-session",
         "untouched": [".config/gptme/config.toml"],
+        # the next task goes in as soon as the turn's end is reported, as a script acting on the
+        # event would: gptme flushes keys typed before its prompt, so its plugin reports the end
+        # only once the prompt reads keys
+        "send_on_idle_report": True,
     },
     "cline": {
         "ready": "Auto-approve all disabled",
@@ -212,7 +216,8 @@ async def _drive(
     await wait_turn(mock, "done", 1, 90)
     await live.wait_state(sid, "idle", 60)
     await reported(live, sid, facts, "idle")
-    await settled(live, sid, quiet=1.0, timeout=30)
+    if not facts.get("send_on_idle_report"):
+        await settled(live, sid, quiet=1.0, timeout=30)
 
     # a shell command reads blocked; /send is refused; a confirmed /answer takes and the command runs
     before = last_turn(mock.records()).requests
@@ -243,6 +248,56 @@ async def _drive(
     allowed = {facts["blocked_rule"], *facts.get("also_blocked", ())}
     wrongly = [d for d in decisions.seen if d[1] == "blocked" and d[2] == "screen" and d[3] not in allowed]
     assert not wrongly, decisions.seen
+
+
+#: A ``sitecustomize`` of the user's (on its ``PYTHONPATH``) that makes each of gptme's fsyncs take
+#: a second, as a busy disk does: gptme writes its log, fsynced, between its ``turn.post`` hook
+#: and its prompt, and flushes whatever was typed meanwhile.
+SLOW_DISK = """
+import os, time
+_fsync = os.fsync
+
+
+def _slow(fd):
+    time.sleep(1.0)
+    return _fsync(fd)
+
+
+os.fsync = _slow
+"""
+
+
+async def test_a_task_sent_as_soon_as_gptmes_turn_ends_is_not_lost(tmp_path: Path) -> None:
+    """The turn's end (idle) is reported once gptme's prompt reads keys, not at its hook: sent on
+    the report, the next task reaches the model even while gptme is still writing its log (at
+    the hook, the terminal echoed it and gptme threw it away: the mock never saw it)."""
+    lab, binary = lab_or_skip("gptme")
+    project, home, slow = tmp_path / "project", tmp_path / "home", tmp_path / "slow-disk"
+    project.mkdir()
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_DISK)
+    with LoopbackServer(lab.mock(None)) as mock:
+        async with live_server(mode="change") as live:
+            env = {**lab.prepare(home, project, mock.url), "PYTHONPATH": str(slow)}
+            argv = [*AGENTS["gptme"]["wrap"], *lab.argv(binary, project)]
+            s = await live.create(agent="gptme", command=argv, cwd=str(project), env=env, rows=32, cols=120)
+            sid = s["id"]
+            try:
+                await shows(live, sid, "^User:", READY_S)
+                await settled(live, sid, quiet=2.0, timeout=60)
+                for turn, task in enumerate(("task:hello", "task:again"), start=1):
+                    r = await live.http.post(f"/api/sessions/{sid}/send", json={"text": task})
+                    assert r.status_code == 200, r.text
+                    try:
+                        await wait_turn(mock, "done", turn, 60)
+                    except AssertionError as exc:
+                        raise AssertionError(
+                            f"{task}: {exc}; its screen:\n" + "\n".join(await rows(live, sid))
+                        ) from None
+                    # this turn's end (its working reports came before its request), then at once the next
+                    await reported(live, sid, AGENTS["gptme"], "idle", timeout=60)
+            finally:
+                await live.http.delete(f"/api/sessions/{sid}")
 
 
 #: A hook module of the user's own: it writes down every turn's end (gptme calls ``register()``).

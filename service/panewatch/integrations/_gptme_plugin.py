@@ -9,6 +9,13 @@ confirmation gptme's terminal prompt is about to ask (blocked, with the tool and
 the turn's end and the session's (idle). Every event names the conversation (its log folder's name,
 which ``gptme --name`` takes) as ``session_id``.
 
+The turn's end is told once gptme's prompt has the keyboard, not when its hook runs: after
+``turn.post`` gptme writes its log (an fsync) and then, right before it prompts, throws away
+whatever was typed ahead (``flush_stdin``: TCIFLUSH), so a message sent on an idle told at the hook
+was echoed by the terminal and lost (seen once, in a loaded test run). A thread waits until the
+terminal leaves canonical mode (prompt_toolkit's raw mode: the prompt reads keys) and tells it
+then, unless a later event has spoken since.
+
 Self-contained on purpose: it runs on gptme's own Python, where Panewatch is not installed; gptme
 is imported only inside the hooks. A gptme subagent (a child gptme with ``GPTME_SUBAGENT_AGENT_ID``,
 which inherits ``PYTHONPATH``) registers nothing: its events say nothing about the pane's prompt.
@@ -19,6 +26,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
+import termios
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +37,10 @@ from urllib.parse import quote
 __all__ = ["plugin"]
 
 TIMEOUT_S = 2.0
+#: The longest the turn's end waits for gptme's prompt before it is told anyway.
+PROMPT_WAIT_S = 30.0
+#: How often the terminal's mode is looked at meanwhile.
+PROMPT_POLL_S = 0.02
 #: Below gptme's guardrails (200), anomaly watchdog (150) and server confirm (100), above its
 #: terminal prompt (``cli_confirm``, 0): the last word before gptme asks, which it never answers.
 CONFIRM_PRIORITY = 1
@@ -36,9 +51,20 @@ PATH_TOOLS = {"save", "append", "patch", "morph", "read"}
 SUBJECT_MAX = 2000
 
 _conversation: dict[str, str] = {}
+#: Events are sent one at a time, in the order they happened: a deferred turn's end is sent
+#: only if no event came after it (``_said`` counts them).
+_order = threading.Lock()
+_said = [0]
 
 
 def post(event: str, **fields: Any) -> None:
+    """One event to the pane's report socket, after every event before it."""
+    with _order:
+        _said[0] += 1
+        _send(event, **fields)
+
+
+def _send(event: str, **fields: Any) -> None:
     """One event to the pane's report socket (nothing without one: not launched by Panewatch)."""
     where, session = os.environ.get("PANEWATCH_REPORT_SOCKET"), os.environ.get("PANEWATCH_SESSION")
     if not where or not session:
@@ -127,7 +153,45 @@ def tool_confirm(tool_use: Any, *_preview_and_workspace: Any) -> None:
 
 
 def turn_post(manager: Any = None) -> None:
-    post("turn.post", **_named(getattr(manager, "logdir", None)))
+    """Idle, told once gptme prompts (module docstring); at once without a terminal (``-n``)."""
+    fields = _named(getattr(manager, "logdir", None))
+    fd = _stdin_fd()
+    if fd is None:
+        post("turn.post", **fields)
+        return
+    with _order:
+        mine = _said[0]
+    threading.Thread(target=_tell_when_prompting, args=(fd, mine, fields), daemon=True).start()
+
+
+def _stdin_fd() -> int | None:
+    """gptme's terminal (its stdin), or None when it reads no terminal."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None
+    return fd if os.isatty(fd) else None
+
+
+def reading_keys(fd: int) -> bool:
+    """The terminal is out of canonical mode: a prompt (prompt_toolkit's raw mode) reads its keys.
+    True when it cannot be told (not a terminal any more): nothing is left to wait for."""
+    try:
+        return not termios.tcgetattr(fd)[3] & termios.ICANON
+    except (termios.error, OSError):
+        return True
+
+
+def _tell_when_prompting(fd: int, mine: int, fields: dict[str, str], sleep: Any = time.sleep) -> None:
+    """``turn.post`` once the prompt reads keys (at most ``PROMPT_WAIT_S`` on), unless another
+    event was told meanwhile (a new turn, the session's end): that one says what is now."""
+    deadline = time.monotonic() + PROMPT_WAIT_S
+    while not reading_keys(fd) and time.monotonic() < deadline:
+        sleep(PROMPT_POLL_S)
+    with _order:
+        if _said[0] == mine:
+            _said[0] += 1
+            _send("turn.post", **fields)
 
 
 def session_end(logdir: Any = None) -> None:
