@@ -272,6 +272,10 @@ def test_node_a_dashboard_shows_every_node_card_with_its_node(three: dict[str, N
             # another node's screen is drawn too (its frames come over NATS while watched)
             # the card whose name is exactly c-3: has_text="c-3" also matches a card whose id starts c-3…
             remote = page.locator(".card", has=page.get_by_text("c-3", exact=True))
+            # looked at, as a user scrolls to it: xterm.js draws nothing while its terminal is out of
+            # view (an IntersectionObserver pauses it), and c-3 is the 24th card, below the fold once
+            # the page has laid them all out (a frame that came after that stayed undrawn)
+            remote.scroll_into_view_if_needed()
             sync_api.expect(remote.locator(".xterm-rows")).to_contain_text("ready", timeout=15_000)
             assert sorted(labels) == sorted([f"on {n} ·" for n in "abc" for _ in range(10)]), labels
             ARTIFACTS.mkdir(exist_ok=True)
